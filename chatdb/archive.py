@@ -1,0 +1,226 @@
+"""The archive: conversations as named pointers into one forest of messages.
+
+    archive = Archive.open("chats.db")
+    conv = archive.create_conversation(title="Rust questions")
+    question = archive.add_message(conv.id, "user", "What is a lifetime?")
+    fork = archive.fork(question.id)          # shares `question`, copies nothing
+
+Messages are immutable once complete; editing or regenerating adds a sibling.
+"""
+
+import json
+import sqlite3
+import uuid
+from pathlib import Path
+
+from . import forest, queries as q
+from .clock import now
+from .connection import connect
+from .errors import ChatdbError, NotFound
+from .kv import KVStore
+from .paths import default_db_path
+from .records import Conversation, ConversationSummary, Message
+from .textindex import index_text
+from .tokens import TokenStore
+from .transaction import transaction
+
+ROLES = ("system", "user", "assistant")
+STATUSES = ("complete", "interrupted")
+
+
+class Archive:
+    def __init__(self, conn: sqlite3.Connection, path: "Path | None" = None):
+        self.conn = conn
+        self.db_path = path
+        self.tokens = TokenStore(conn)
+        self.kv = KVStore(conn)
+
+    @classmethod
+    def open(cls, path: "str | Path | None" = None) -> "Archive":
+        path = Path(path) if path else default_db_path()
+        return cls(connect(path), path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Archive":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def transaction(self):
+        return transaction(self.conn)
+
+    # -- conversations -------------------------------------------------------
+
+    def create_conversation(self, title: str = "", *, system_prompt: "str | None" = None,
+                            model: "str | None" = None, head_id: "int | None" = None,
+                            uid: "str | None" = None, created_at: "str | None" = None,
+                            updated_at: "str | None" = None, meta: "dict | None" = None
+                            ) -> Conversation:
+        """A new conversation; with `system_prompt`, its root is that system message."""
+        created_at = created_at or now()
+        with self.transaction():
+            if head_id is not None:
+                self.message(head_id)
+            cur = self.conn.execute(q.INSERT_CONVERSATION, (
+                uid or new_uid(), title, head_id, system_prompt, model, created_at,
+                updated_at or created_at, json.dumps(meta or {})))
+            conv_id = cur.lastrowid
+            if system_prompt and head_id is None:
+                self.add_message(conv_id, "system", system_prompt, parent_id=None,
+                                 created_at=created_at)
+        return self.conversation(conv_id)
+
+    def conversation(self, conv_id: int) -> Conversation:
+        row = self.conn.execute(q.CONVERSATION, (conv_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conv_id}")
+        return Conversation.from_row(row)
+
+    def conversation_by_uid(self, uid: str) -> "Conversation | None":
+        row = self.conn.execute(q.CONVERSATION_BY_UID, (uid,)).fetchone()
+        return Conversation.from_row(row) if row else None
+
+    def list_conversations(self, limit: int = -1, offset: int = 0) -> list[ConversationSummary]:
+        """Most recently updated first."""
+        rows = self.conn.execute(q.LIST_CONVERSATIONS, (limit, offset)).fetchall()
+        return [ConversationSummary(**dict(r)) for r in rows]
+
+    def count_conversations(self) -> int:
+        return self.conn.execute(q.COUNT_CONVERSATIONS).fetchone()[0]
+
+    def latest_conversation(self) -> "Conversation | None":
+        row = self.conn.execute(q.LATEST_CONVERSATION).fetchone()
+        return Conversation.from_row(row) if row else None
+
+    def rename(self, conv_id: int, title: str) -> None:
+        self._update_conversation(q.RENAME_CONVERSATION, title, conv_id)
+
+    def set_system_prompt(self, conv_id: int, text: "str | None") -> None:
+        self._update_conversation(q.SET_SYSTEM_PROMPT, text, conv_id)
+
+    def set_model(self, conv_id: int, model: "str | None") -> None:
+        self._update_conversation(q.SET_MODEL, model, conv_id)
+
+    def set_head(self, conv_id: int, message_id: "int | None") -> None:
+        if message_id is not None:
+            self.message(message_id)
+        self._update_conversation(q.SET_HEAD, message_id, conv_id)
+
+    def touch(self, conv_id: int) -> None:
+        """Mark a conversation as the most recently used."""
+        self._update_conversation(q.TOUCH_CONVERSATION, None, conv_id)
+
+    def _update_conversation(self, sql: str, value, conv_id: int) -> None:
+        with self.transaction():
+            cur = self.conn.execute(sql, {"value": value, "id": conv_id, "now": now()})
+            if cur.rowcount == 0:
+                raise NotFound(f"no conversation {conv_id}")
+
+    def fork(self, message_id: int, title: "str | None" = None) -> Conversation:
+        """A new conversation continuing from `message_id`; nothing is copied."""
+        with self.transaction():
+            source = self.message(message_id)
+            origin = self.conversation(source.conversation_id) if source.conversation_id else None
+            if title is None:
+                title = f"{origin.title} (fork)" if origin and origin.title else "fork"
+            system = self.path(message_id)[0]
+            return self.create_conversation(
+                title, head_id=message_id, model=origin.model if origin else None,
+                system_prompt=system.content if system.role == "system" else None,
+                meta={"forked_from": message_id})
+
+    def delete_conversation(self, conv_id: int) -> int:
+        """Delete a conversation and every message no other conversation reaches.
+
+        Returns the number of messages removed (with their tokens, KV and index
+        entries, in the same transaction).
+        """
+        with self.transaction():
+            self.conversation(conv_id)
+            return forest.delete_conversation(self.conn, conv_id)
+
+    # -- messages ------------------------------------------------------------
+
+    def add_message(self, conv_id: int, role: str, content: str, *,
+                    parent_id: "int | None | type[...]" = ..., status: str = "complete",
+                    meta: "dict | None" = None, created_at: "str | None" = None,
+                    uid: "str | None" = None, move_head: bool = True) -> Message:
+        """Append a message under `parent_id` (default: the conversation's head).
+
+        The conversation's head moves to the new message unless move_head=False.
+        """
+        if role not in ROLES:
+            raise ChatdbError(f"unknown role {role!r} (expected one of {', '.join(ROLES)})")
+        if status not in STATUSES:
+            raise ChatdbError(f"unknown status {status!r}")
+        created_at = created_at or now()
+        with self.transaction():
+            conv = self.conversation(conv_id)
+            if parent_id is ...:
+                parent_id = conv.head_id
+            depth = self.message(parent_id).depth + 1 if parent_id is not None else 0
+            cur = self.conn.execute(q.INSERT_MESSAGE, (
+                uid or new_uid(), parent_id, conv_id, depth, role, content, status,
+                created_at, json.dumps(meta or {})))
+            message_id = cur.lastrowid
+            self.conn.execute(q.INDEX_MESSAGE, (message_id, index_text(content)))
+            if move_head:
+                self.conn.execute(q.SET_HEAD, {"value": message_id, "id": conv_id, "now": now()})
+        return self.message(message_id)
+
+    def finish_message(self, message_id: int, content: str, status: str,
+                       meta: "dict | None" = None) -> Message:
+        """Set the final text and status of a message written while it streamed."""
+        if status not in STATUSES:
+            raise ChatdbError(f"unknown status {status!r}")
+        with self.transaction():
+            old = self.message(message_id)
+            self.conn.execute(q.FINISH_MESSAGE, (
+                content, status, json.dumps({**old.meta, **(meta or {})}), message_id))
+            self.conn.execute(q.UNINDEX_MESSAGE, (message_id,))
+            self.conn.execute(q.INDEX_MESSAGE, (message_id, index_text(content)))
+        return self.message(message_id)
+
+    def message(self, message_id: int) -> Message:
+        row = self.conn.execute(q.MESSAGE, (message_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no message {message_id}")
+        return Message.from_row(row)
+
+    def message_by_uid(self, uid: str) -> "Message | None":
+        row = self.conn.execute(q.MESSAGE_BY_UID, (uid,)).fetchone()
+        return Message.from_row(row) if row else None
+
+    def path(self, message_id: "int | None") -> list[Message]:
+        """The messages from the root down to `message_id`: its whole context."""
+        if message_id is None:
+            return []
+        rows = self.conn.execute(q.PATH, (message_id,)).fetchall()
+        if not rows:
+            raise NotFound(f"no message {message_id}")
+        return [Message.from_row(r) for r in rows]
+
+    def messages(self, conv_id: int) -> list[Message]:
+        """A conversation's current path, root to head."""
+        return self.path(self.conversation(conv_id).head_id)
+
+    def children(self, message_id: int) -> list[Message]:
+        return [Message.from_row(r) for r in self.conn.execute(q.CHILDREN, (message_id,))]
+
+    def tree(self, conv_id: int) -> list[Message]:
+        """Every message the conversation reaches (all its branches), by depth then id."""
+        self.conversation(conv_id)
+        return [Message.from_row(r) for r in self.conn.execute(q.CONVERSATION_TREE, (conv_id,))]
+
+    def count_messages(self) -> int:
+        return self.conn.execute(q.COUNT_MESSAGES).fetchone()[0]
+
+    def integrity_check(self) -> str:
+        return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def new_uid() -> str:
+    return uuid.uuid4().hex

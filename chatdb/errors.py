@@ -1,0 +1,13 @@
+"""Errors the archive reports to its callers as one clear line."""
+
+
+class ChatdbError(Exception):
+    """An error with a message fit to show the user as is."""
+
+
+class NotFound(ChatdbError):
+    """A conversation or message that does not exist."""
+
+
+class SchemaError(ChatdbError):
+    """A database this code must not read or write (newer, changed, corrupt)."""

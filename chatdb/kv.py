@@ -1,0 +1,135 @@
+"""KV state in the archive, per message and engine fingerprint.
+
+Two kinds: 'rows' holds the KV rows of exactly one message's tokens, so the
+state for a path is the concatenation of its messages' rows and forks share
+their ancestors' rows; 'snapshot' holds the whole state up to a message, for
+models whose memory cannot be cut into rows.
+"""
+
+import sqlite3
+from dataclasses import dataclass
+
+from . import kvcodec
+from .clock import now
+from .kvcodec import CorruptKV  # noqa: F401  (re-exported for callers)
+
+KINDS = ("rows", "snapshot")
+
+PUT = """
+INSERT OR REPLACE INTO kv_segments
+    (message_id, fingerprint, kind, n_tokens, codec, raw_size, checksum, created_at, data)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+GET = """
+SELECT message_id, kind, n_tokens, codec, raw_size, checksum, data FROM kv_segments
+WHERE message_id = ? AND fingerprint = ? AND kind = ?"""
+DELETE = "DELETE FROM kv_segments WHERE message_id = ? AND fingerprint = ? AND kind = ?"
+HAS = "SELECT 1 FROM kv_segments WHERE message_id = ? AND fingerprint = ? AND kind = ?"
+
+# The deepest message on the path to :message_id from which state can be
+# restored: for rows, every message from the root down must have its rows;
+# a snapshot stands alone.
+DEEPEST_RESTORABLE = """
+WITH RECURSIVE up(id, depth) AS (
+    SELECT id, depth FROM messages WHERE id = :message_id
+    UNION ALL
+    SELECT m.parent_id, up.depth - 1 FROM messages m JOIN up ON m.id = up.id
+    WHERE m.parent_id IS NOT NULL
+),
+marked AS (
+    SELECT up.id, up.depth,
+        EXISTS (SELECT 1 FROM kv_segments k WHERE k.message_id = up.id
+                AND k.fingerprint = :fp AND k.kind = 'rows') AS has_rows,
+        EXISTS (SELECT 1 FROM kv_segments k WHERE k.message_id = up.id
+                AND k.fingerprint = :fp AND k.kind = 'snapshot') AS has_snapshot
+    FROM up
+)
+SELECT id, depth, kind FROM (
+    SELECT id, depth, 'rows' AS kind FROM marked
+    WHERE depth < coalesce((SELECT min(depth) FROM marked WHERE NOT has_rows), 1 << 62)
+    UNION ALL
+    SELECT id, depth, 'snapshot' AS kind FROM marked WHERE has_snapshot
+)
+ORDER BY depth DESC, kind = 'snapshot' LIMIT 1"""
+
+ROWS_ALONG_PATH = """
+WITH RECURSIVE up(id, depth) AS (
+    SELECT id, depth FROM messages WHERE id = :message_id
+    UNION ALL
+    SELECT m.parent_id, up.depth - 1 FROM messages m JOIN up ON m.id = up.id
+    WHERE m.parent_id IS NOT NULL
+)
+SELECT k.message_id, k.kind, k.n_tokens, k.codec, k.raw_size, k.checksum, k.data
+FROM up JOIN kv_segments k ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'rows'
+ORDER BY up.depth"""
+
+STORED_BYTES = "SELECT count(*), coalesce(sum(length(data)), 0), coalesce(sum(raw_size), 0) FROM kv_segments"
+STORED_BYTES_FOR = STORED_BYTES + " WHERE fingerprint = ?"
+
+
+@dataclass(frozen=True)
+class Segment:
+    message_id: int
+    kind: str
+    n_tokens: int
+    codec: str
+    raw_size: int
+    checksum: str
+    data: bytes
+
+    def decode(self) -> bytes:
+        """The raw KV bytes, or CorruptKV."""
+        return kvcodec.decode(self.codec, self.data, self.raw_size, self.checksum)
+
+
+@dataclass(frozen=True)
+class Restorable:
+    message_id: int
+    depth: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    segments: int
+    stored_bytes: int
+    raw_bytes: int
+
+
+class KVStore:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def put(self, message_id: int, fingerprint: str, kind: str, n_tokens: int, raw,
+            plane_width: int = 2) -> int:
+        """Compress and store `raw`; returns the stored size in bytes."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown KV kind {kind!r}")
+        codec, blob, checksum = kvcodec.encode(raw, plane_width)
+        self.conn.execute(PUT, (message_id, fingerprint, kind, n_tokens, codec,
+                                memoryview(raw).nbytes, checksum, now(), blob))
+        return len(blob)
+
+    def get(self, message_id: int, fingerprint: str, kind: str = "rows") -> "Segment | None":
+        row = self.conn.execute(GET, (message_id, fingerprint, kind)).fetchone()
+        return Segment(*row) if row else None
+
+    def has(self, message_id: int, fingerprint: str, kind: str = "rows") -> bool:
+        return self.conn.execute(HAS, (message_id, fingerprint, kind)).fetchone() is not None
+
+    def delete(self, message_id: int, fingerprint: str, kind: str = "rows") -> None:
+        self.conn.execute(DELETE, (message_id, fingerprint, kind))
+
+    def deepest_restorable(self, message_id: int, fingerprint: str) -> "Restorable | None":
+        """Along the path to `message_id`, the deepest point whose KV is complete."""
+        row = self.conn.execute(DEEPEST_RESTORABLE, {"message_id": message_id, "fp": fingerprint}).fetchone()
+        return Restorable(*row) if row else None
+
+    def rows_along_path(self, message_id: int, fingerprint: str) -> list[Segment]:
+        """The 'rows' segments from the root down to `message_id`, in path order."""
+        rows = self.conn.execute(ROWS_ALONG_PATH, {"message_id": message_id, "fp": fingerprint})
+        return [Segment(*r) for r in rows]
+
+    def usage(self, fingerprint: "str | None" = None) -> Usage:
+        if fingerprint is None:
+            return Usage(*self.conn.execute(STORED_BYTES).fetchone())
+        return Usage(*self.conn.execute(STORED_BYTES_FOR, (fingerprint,)).fetchone())

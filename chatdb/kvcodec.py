@@ -1,0 +1,53 @@
+"""Compression of KV bytes: zstd, after splitting fp16 values into byte planes.
+
+The high bytes of fp16 numbers (sign, exponent) repeat far more than the low
+ones; grouping each byte position together lets zstd see that (ratio 1.09 ->
+1.18 on SmolLM2's KV, DESIGN.md). A CRC32 of the raw bytes catches corruption.
+"""
+
+import zlib
+
+import numpy as np
+import zstandard
+
+LEVEL = 3
+
+
+class CorruptKV(Exception):
+    """Stored KV bytes that do not decode to what was stored."""
+
+
+def encode(raw, plane_width: int = 2) -> tuple[str, bytes, str]:
+    """Return (codec, compressed bytes, checksum) for `raw`."""
+    view = memoryview(raw).cast("B")
+    checksum = checksum_of(view)
+    if plane_width > 1 and len(view) % plane_width == 0:
+        planes = np.frombuffer(view, np.uint8).reshape(-1, plane_width).T.tobytes()
+        return f"zstd+planes{plane_width}", _compressor().compress(planes), checksum
+    return "zstd", _compressor().compress(view), checksum
+
+
+def decode(codec: str, blob: bytes, raw_size: int, checksum: str) -> bytes:
+    """The raw bytes back, or CorruptKV."""
+    try:
+        data = zstandard.ZstdDecompressor().decompress(blob, max_output_size=raw_size)
+    except zstandard.ZstdError as exc:
+        raise CorruptKV(f"undecodable KV data ({exc})") from None
+    if len(data) != raw_size:
+        raise CorruptKV(f"KV data is {len(data)} bytes, expected {raw_size}")
+    if codec.startswith("zstd+planes"):
+        width = int(codec.removeprefix("zstd+planes"))
+        data = np.frombuffer(data, np.uint8).reshape(width, -1).T.tobytes()
+    elif codec != "zstd":
+        raise CorruptKV(f"unknown KV codec {codec!r}")
+    if checksum_of(data) != checksum:
+        raise CorruptKV("KV checksum mismatch")
+    return data
+
+
+def checksum_of(data) -> str:
+    return f"crc32:{zlib.crc32(data):08x}"
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    return zstandard.ZstdCompressor(level=LEVEL, write_content_size=True)

@@ -1,0 +1,48 @@
+"""The archive's records as plain values."""
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    uid: str
+    parent_id: "int | None"
+    conversation_id: "int | None"
+    depth: int
+    role: str
+    content: str
+    status: str
+    created_at: str
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Message":
+        return cls(**{**dict(row), "meta": json.loads(row["meta"])})
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    uid: str
+    title: str
+    head_id: "int | None"
+    system_prompt: "str | None"
+    model: "str | None"
+    created_at: str
+    updated_at: str
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "Conversation":
+        return cls(**{**dict(row), "meta": json.loads(row["meta"])})
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    id: int
+    title: str
+    updated_at: str
+    message_count: int

@@ -1,0 +1,48 @@
+"""Token arrays: the exact int32 tokens a message adds to the prompt."""
+
+import sqlite3
+
+import numpy as np
+
+TOKEN_DTYPE = np.dtype("<i4")
+
+PUT = """
+INSERT OR REPLACE INTO message_tokens (message_id, tokenizer_id, n_tokens, tokens)
+VALUES (?, ?, ?, ?)"""
+GET = "SELECT tokens FROM message_tokens WHERE message_id = ? AND tokenizer_id = ?"
+ALONG_PATH = """
+WITH RECURSIVE up(id, depth) AS (
+    SELECT id, depth FROM messages WHERE id = :message_id
+    UNION ALL
+    SELECT m.parent_id, m.depth - 1 FROM messages m JOIN up ON m.id = up.id
+    WHERE m.parent_id IS NOT NULL
+)
+SELECT up.id, t.tokens FROM up
+LEFT JOIN message_tokens t ON t.message_id = up.id AND t.tokenizer_id = :tokenizer
+ORDER BY up.depth"""
+
+
+def pack(tokens) -> bytes:
+    return np.asarray(tokens, dtype=TOKEN_DTYPE).tobytes()
+
+
+def unpack(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=TOKEN_DTYPE)
+
+
+class TokenStore:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def put(self, message_id: int, tokenizer_id: str, tokens) -> None:
+        blob = pack(tokens)
+        self.conn.execute(PUT, (message_id, tokenizer_id, len(blob) // TOKEN_DTYPE.itemsize, blob))
+
+    def get(self, message_id: int, tokenizer_id: str) -> "np.ndarray | None":
+        row = self.conn.execute(GET, (message_id, tokenizer_id)).fetchone()
+        return unpack(row[0]) if row else None
+
+    def along_path(self, message_id: int, tokenizer_id: str) -> list[tuple[int, "np.ndarray | None"]]:
+        """(message id, tokens or None) from the root down to `message_id`."""
+        rows = self.conn.execute(ALONG_PATH, {"message_id": message_id, "tokenizer": tokenizer_id})
+        return [(mid, unpack(blob) if blob is not None else None) for mid, blob in rows]
