@@ -17,6 +17,7 @@ from . import forest, queries as q
 from .clock import now
 from .connection import connect
 from .errors import ChatdbError, NotFound
+from .fingerprints import FingerprintCache
 from .kv import KVStore
 from .paths import default_db_path
 from .records import Conversation, ConversationSummary, Message
@@ -34,6 +35,7 @@ class Archive:
         self.db_path = path
         self.tokens = TokenStore(conn)
         self.kv = KVStore(conn)
+        self.fingerprints = FingerprintCache(conn)
 
     @classmethod
     def open(cls, path: "str | Path | None" = None) -> "Archive":
@@ -189,6 +191,9 @@ class Archive:
         if row is None:
             raise NotFound(f"no message {message_id}")
         return Message.from_row(row)
+
+    def has_message(self, message_id: int) -> bool:
+        return self.conn.execute(q.MESSAGE_EXISTS, (message_id,)).fetchone() is not None
 
     def message_by_uid(self, uid: str) -> "Message | None":
         row = self.conn.execute(q.MESSAGE_BY_UID, (uid,)).fetchone()

@@ -2,10 +2,12 @@
 
 import os
 import sqlite3
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import SchemaError
-from .migrate import apply, available, pending
+from .errors import ChatdbError, SchemaError
+from .migrate import Migration, apply, available, pending
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -16,32 +18,103 @@ PRAGMAS = (
     "PRAGMA synchronous = NORMAL",
 )
 
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 
-def connect(path: "str | Path") -> sqlite3.Connection:
+
+def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> sqlite3.Connection:
     """Open (creating if needed) the archive at `path`, migrated to the code's schema.
 
     A new file is created 0600: chats are private. The connection is in
-    autocommit mode; write through `transaction()`.
+    autocommit mode; write through `transaction()`. `migrations` defaults to
+    the files in the `migrations` package (tests pass their own).
+
+    An archive this code must not open (newer schema, changed migration, not
+    a chatdb file) is refused with SchemaError before anything is written.
     """
     path = Path(path)
+    if migrations is None:
+        migrations = available()
     if str(path) != ":memory:":
         _create_private(path)
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        if _wal_has_content(path):
+            # Closing a connection that may write checkpoints this WAL into
+            # the file: look at the schema through one that cannot, first.
+            with _refusals(path):
+                check = _open(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+                try:
+                    pending(check, migrations)
+                finally:
+                    check.close()
+    with _refusals(path):
+        conn = _open(str(path))
+        try:
+            todo = pending(conn, migrations)  # refuses a newer schema before any write
+            _enable_wal(conn)
+            for migration in todo:
+                apply(conn, migration)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _open(target: str, uri: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri)
     conn.row_factory = sqlite3.Row
     try:
         for pragma in PRAGMAS:
             conn.execute(pragma)
-        todo = pending(conn, available())  # refuses a newer schema before any write
-        conn.execute("PRAGMA journal_mode = WAL")
-        for migration in todo:
-            apply(conn, migration)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise SchemaError(f"{path}: not a usable chatdb archive ({exc})") from None
-    except SchemaError:
+    except BaseException:
         conn.close()
         raise
     return conn
+
+
+@contextmanager
+def _refusals(path: Path):
+    """Report why an archive cannot be opened in one line that names the file."""
+    try:
+        yield
+    except SchemaError as exc:
+        raise SchemaError(f"{path}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        if is_busy(exc):
+            raise ChatdbError(f"{path}: the archive stayed locked by another process for "
+                              f"{BUSY_TIMEOUT_MS // 1000} s; try again") from None
+        raise SchemaError(f"{path}: not a usable chatdb archive ({exc})") from None
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True for SQLite's "database is locked" / "busy" errors."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED)
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc))
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. The switch (on a new file, while other processes open it
+    too) can report "database is locked" without waiting on busy_timeout, so
+    it is retried here up to that timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _wal_has_content(path: Path) -> bool:
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size > 0
+    except FileNotFoundError:
+        return False
 
 
 def _create_private(path: Path) -> None:

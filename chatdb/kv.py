@@ -62,6 +62,7 @@ SELECT k.message_id, k.kind, k.n_tokens, k.codec, k.raw_size, k.checksum, k.data
 FROM up JOIN kv_segments k ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'rows'
 ORDER BY up.depth"""
 
+FINGERPRINTS_FOR = "SELECT DISTINCT fingerprint FROM kv_segments WHERE message_id = ?"
 STORED_BYTES = "SELECT count(*), coalesce(sum(length(data)), 0), coalesce(sum(raw_size), 0) FROM kv_segments"
 STORED_BYTES_FOR = STORED_BYTES + " WHERE fingerprint = ?"
 
@@ -79,6 +80,20 @@ class Segment:
     def decode(self) -> bytes:
         """The raw KV bytes, or CorruptKV."""
         return kvcodec.decode(self.codec, self.data, self.raw_size, self.checksum)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    codec: str
+    raw_size: int
+    checksum: str
+    blob: bytes
+
+
+def encode(raw, plane_width: int = 2) -> Encoded:
+    """Compress and checksum KV bytes (slow for large states: do it outside transactions)."""
+    codec, blob, checksum = kvcodec.encode(raw, plane_width)
+    return Encoded(codec, memoryview(raw).nbytes, checksum, blob)
 
 
 @dataclass(frozen=True)
@@ -102,12 +117,16 @@ class KVStore:
     def put(self, message_id: int, fingerprint: str, kind: str, n_tokens: int, raw,
             plane_width: int = 2) -> int:
         """Compress and store `raw`; returns the stored size in bytes."""
+        return self.put_encoded(message_id, fingerprint, kind, n_tokens, encode(raw, plane_width))
+
+    def put_encoded(self, message_id: int, fingerprint: str, kind: str, n_tokens: int,
+                    encoded: "Encoded") -> int:
+        """Store bytes compressed beforehand (outside the write transaction)."""
         if kind not in KINDS:
             raise ValueError(f"unknown KV kind {kind!r}")
-        codec, blob, checksum = kvcodec.encode(raw, plane_width)
-        self.conn.execute(PUT, (message_id, fingerprint, kind, n_tokens, codec,
-                                memoryview(raw).nbytes, checksum, now(), blob))
-        return len(blob)
+        self.conn.execute(PUT, (message_id, fingerprint, kind, n_tokens, encoded.codec,
+                                encoded.raw_size, encoded.checksum, now(), encoded.blob))
+        return len(encoded.blob)
 
     def get(self, message_id: int, fingerprint: str, kind: str = "rows") -> "Segment | None":
         row = self.conn.execute(GET, (message_id, fingerprint, kind)).fetchone()
@@ -128,6 +147,10 @@ class KVStore:
         """The 'rows' segments from the root down to `message_id`, in path order."""
         rows = self.conn.execute(ROWS_ALONG_PATH, {"message_id": message_id, "fp": fingerprint})
         return [Segment(*r) for r in rows]
+
+    def fingerprints_for(self, message_id: int) -> set[str]:
+        """Fingerprints any KV of this message is stored under."""
+        return {r[0] for r in self.conn.execute(FINGERPRINTS_FOR, (message_id,))}
 
     def usage(self, fingerprint: "str | None" = None) -> Usage:
         if fingerprint is None:

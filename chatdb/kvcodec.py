@@ -29,20 +29,30 @@ def encode(raw, plane_width: int = 2) -> tuple[str, bytes, str]:
 
 def decode(codec: str, blob: bytes, raw_size: int, checksum: str) -> bytes:
     """The raw bytes back, or CorruptKV."""
+    width = _plane_width(codec)
     try:
         data = zstandard.ZstdDecompressor().decompress(blob, max_output_size=raw_size)
     except zstandard.ZstdError as exc:
         raise CorruptKV(f"undecodable KV data ({exc})") from None
     if len(data) != raw_size:
         raise CorruptKV(f"KV data is {len(data)} bytes, expected {raw_size}")
-    if codec.startswith("zstd+planes"):
-        width = int(codec.removeprefix("zstd+planes"))
+    if width > 1:
+        if raw_size % width:
+            raise CorruptKV(f"KV data of {raw_size} bytes cannot hold {width} byte planes")
         data = np.frombuffer(data, np.uint8).reshape(width, -1).T.tobytes()
-    elif codec != "zstd":
-        raise CorruptKV(f"unknown KV codec {codec!r}")
     if checksum_of(data) != checksum:
         raise CorruptKV("KV checksum mismatch")
     return data
+
+
+def _plane_width(codec: str) -> int:
+    """1 for plain zstd, the plane width for zstd+planesN; CorruptKV for anything else."""
+    if codec == "zstd":
+        return 1
+    width = codec.removeprefix("zstd+planes")
+    if codec.startswith("zstd+planes") and width.isdigit() and int(width) > 1:
+        return int(width)
+    raise CorruptKV(f"unknown KV codec {codec!r}")
 
 
 def checksum_of(data) -> str:

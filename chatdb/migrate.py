@@ -14,8 +14,10 @@ from importlib import resources
 
 from .clock import now
 from .errors import SchemaError
+from .transaction import transaction
 
 FILENAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+AFTER_SEMICOLON = re.compile(r"(?<=;)")
 
 CREATE_LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -51,7 +53,23 @@ def available(package: str = "migrations") -> list[Migration]:
 
 
 def pending(conn: sqlite3.Connection, migrations: list[Migration]) -> list[Migration]:
-    """Check the database against the code (reads only); return what is left to apply."""
+    """Check the database against the code (reads only); return what is left to apply.
+
+    The reads share one snapshot: another process may apply a migration
+    between two autocommit reads, and a ledger seen missing and then tables
+    seen present would make a new archive look like a foreign file.
+    """
+    if conn.in_transaction:
+        return _pending(conn, migrations)
+    conn.execute("BEGIN")
+    try:
+        return _pending(conn, migrations)
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")  # nothing was written: ends the read
+
+
+def _pending(conn: sqlite3.Connection, migrations: list[Migration]) -> list[Migration]:
     if conn.execute(LEDGER_EXISTS).fetchone() is None:
         if conn.execute(ANY_TABLE).fetchone() is not None:
             raise SchemaError("this SQLite file is not a chatdb archive (no schema_migrations table)")
@@ -75,28 +93,31 @@ def pending(conn: sqlite3.Connection, migrations: list[Migration]) -> list[Migra
 
 def apply(conn: sqlite3.Connection, migration: Migration) -> bool:
     """Apply one migration in its own transaction; False if another process beat us to it."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         conn.execute(CREATE_LEDGER)
         if conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?",
                         (migration.version,)).fetchone():
-            conn.execute("COMMIT")
             return False
-        for statement in statements(migration.sql):
-            conn.execute(statement)
+        try:
+            for statement in statements(migration.sql):
+                conn.execute(statement)
+        except sqlite3.Error as exc:
+            raise SchemaError(f"migration {migration.version:04d}_{migration.name}.sql "
+                              f"failed, nothing of it was applied: {exc}") from None
         conn.execute(RECORD, (migration.version, migration.name, migration.checksum, now()))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return True
 
 
 def statements(sql: str):
-    """Split a script into statements (triggers included) for execute()."""
+    """Split a script into statements (triggers included) for execute().
+
+    Cut after every ';' that ends a complete statement, so that two statements
+    on one line are two statements, and a ';' inside a string, a comment or a
+    trigger body cuts nothing.
+    """
     buffer = ""
-    for line in sql.splitlines(keepends=True):
-        buffer += line
+    for piece in AFTER_SEMICOLON.split(sql):
+        buffer += piece
         if sqlite3.complete_statement(buffer):
             if buffer.strip():
                 yield buffer.strip()

@@ -31,6 +31,7 @@ INSERT INTO messages (uid, parent_id, conversation_id, depth, role, content, sta
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 FINISH_MESSAGE = "UPDATE messages SET content = ?, status = ?, meta = ? WHERE id = ?"
 MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
+MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
 CHILDREN = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_id = ? ORDER BY id"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"

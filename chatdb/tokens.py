@@ -23,7 +23,18 @@ ORDER BY up.depth"""
 
 
 def pack(tokens) -> bytes:
-    return np.asarray(tokens, dtype=TOKEN_DTYPE).tobytes()
+    """int32 little-endian bytes; ValueError for anything that is not int32 ids
+    (a cast alone would wrap 2**32 to 0, or cut 1.5 to 1, without a word)."""
+    array = np.asarray(tokens)
+    if array.size == 0:
+        return b""
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"token ids must be integers, not {array.dtype}")
+    if not np.can_cast(array.dtype, TOKEN_DTYPE):
+        info = np.iinfo(TOKEN_DTYPE)
+        if array.min() < info.min or array.max() > info.max:
+            raise ValueError("token ids must fit in int32")
+    return array.astype(TOKEN_DTYPE, copy=False).tobytes()
 
 
 def unpack(blob: bytes) -> np.ndarray:

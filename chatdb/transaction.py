@@ -16,7 +16,19 @@ def transaction(conn: sqlite3.Connection):
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
-    conn.execute("COMMIT")
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open.
+
+    SQLite has already rolled back by itself after some errors (disk full,
+    interrupt); a second ROLLBACK would then fail and hide the real error.
+    A failed COMMIT, on the other hand, leaves the transaction open: rolling
+    it back keeps the connection from staying inside it for good.
+    """
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")

@@ -1,0 +1,1 @@
+"""Inference: a llama.cpp model whose KV state lives in the chatdb archive."""

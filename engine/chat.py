@@ -1,0 +1,246 @@
+"""The engine: answer a message of any conversation, resuming its KV from the archive.
+
+    engine = Engine.open(archive, model_path=None)   # default model
+    result = engine.reply(conv_id, "Hello!", on_text=print)
+    engine.close()                                   # waits for KV to be stored
+
+The user's message is committed before generation starts, so a crash keeps
+it; the answer is committed when generation ends, cancelled or not.
+"""
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from chatdb.archive import Archive
+
+from . import hardware, kvlayout
+from .decode import Decoder
+from .errors import EngineError, PromptTooLong
+from .fingerprint import file_fingerprint, kv_fingerprint
+from .generate import Generation, generate
+from .kvcache import KVCache
+from .kvwriter import KVWriter, StoreJob
+from .model import Model
+from .model_path import resolve_model_path
+from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
+from .sampling import Sampler, SamplingSettings
+from .settings import plan
+from .window import fit_window
+
+LAYOUT_VERSION = 1  # bump when kvlayout's cutting changes
+
+
+@dataclass
+class TurnResult:
+    conversation_id: int
+    user_message_id: "int | None"
+    message_id: int
+    text: str
+    status: str
+    finish: str
+    prompt_tokens: int
+    completion_tokens: int
+    restored_tokens: int
+    kv_source: str
+    computed_tokens: int
+    restore_ms: float
+    ttft_ms: float
+    decode_tokens_per_s: float
+    total_ms: float
+    left_out_messages: int = 0
+    warnings: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Engine:
+    def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
+                 offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
+                 warn=None):
+        self.archive, self.model, self.report, self.offload = archive, model, report, offload
+        self.use_kv = use_kv
+        self.sampling = sampling or SamplingSettings()
+        self.warnings: list[str] = []
+        self._warn_cb = warn
+        model_fp = file_fingerprint(model.path, archive.fingerprints)
+        self.tokenizer = tokenizer_id(model, model_fp)
+        self.layout, self.kv_mode = self._check_layout()
+        cfg = model.config
+        self.fingerprint = kv_fingerprint(
+            model_fp, type_k=cfg.type_k, type_v=cfg.type_v, flash_attn=cfg.flash_attn,
+            mode=self.kv_mode, layout=LAYOUT_VERSION, scaled_ctx=model.n_ctx > model.n_ctx_train())
+        self.decoder = Decoder(model)
+        self.prompts = PromptBuilder(model, archive, self.tokenizer)
+        self.cache = KVCache(model, self.decoder, archive, self.fingerprint, self.layout,
+                             use_archive=use_kv, warn=self.warn)
+        self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \
+            if use_kv and archive.db_path else None
+
+    @classmethod
+    def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
+             use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None) -> "Engine":
+        path = resolve_model_path(model_path)
+        report = hardware.detect()
+        chosen = plan(report, path.stat().st_size, n_ctx=n_ctx)
+        model = Model(str(path), chosen.config)
+        return cls(archive, model, report, chosen.offload, use_kv, sampling, warn)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        if self._warn_cb:
+            self._warn_cb(message)
+
+    # -- start-up check ----------------------------------------------------------
+
+    def _check_layout(self):
+        """Cut a tiny live state into rows and back; snapshots if that fails."""
+        if not self.model.cuttable_memory():
+            return None, "snapshot"
+        probe = self.model.tokenize("chatdb layout check: one two three")
+        decoder = Decoder(self.model)
+        try:
+            decoder.prefill(probe, 0)
+            layout = kvlayout.verify(self.model.get_state(), split=len(probe) // 2)
+        except kvlayout.LayoutMismatch as exc:
+            self.warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
+            return None, "snapshot"
+        finally:
+            decoder.close()
+            self.model.clear()
+        return layout, "rows"
+
+    # -- turns -------------------------------------------------------------------
+
+    def reply(self, conv_id: int, text: str, *, on_text=None, cancelled=None,
+              sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
+        """Add the user's message to the conversation and answer it."""
+        started = time.perf_counter()
+        conv = self.archive.conversation(conv_id)
+        path = self.archive.path(conv.head_id)
+        user = {"role": "user", "content": text}
+        user_tokens = np.asarray(self.prompts.piece_tokens(as_chat(path), user), np.int32)
+        settings = sampling or self.sampling
+        self._check_fits(path, user_tokens, settings)
+        with self.archive.transaction():
+            message = self.archive.add_message(conv_id, "user", text)
+            self.archive.tokens.put(message.id, self.tokenizer, user_tokens)
+        return self._answer(conv_id, path + [message], started, on_text, cancelled, settings,
+                            progress, user_message_id=message.id)
+
+    def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
+               sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
+        """Answer an existing message (regenerate, or after an edit) as a new branch."""
+        started = time.perf_counter()
+        path = self.archive.path(message_id)
+        return self._answer(conv_id, path, started, on_text, cancelled, sampling or self.sampling,
+                            progress, user_message_id=None)
+
+    def _check_fits(self, path, user_tokens, settings) -> None:
+        system = path[0] if path and path[0].role == "system" else None
+        floor = len(self.prompts.path_tokens([system]).flat()) if system else 0
+        floor += len(self.prompts.generation_tokens(path))
+        room = self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4)
+        if floor + len(user_tokens) > room:
+            raise PromptTooLong(
+                f"the message is {len(user_tokens)} tokens; with the system prompt it does not "
+                f"fit the context of {self.model.n_ctx} tokens (room for {room - floor})")
+
+    def _answer(self, conv_id, path, started, on_text, cancelled, settings, progress,
+                user_message_id) -> TurnResult:
+        tokens = self.prompts.path_tokens(path)
+        opening = self.prompts.generation_tokens(path)
+        reserve = min(settings.max_tokens, self.model.n_ctx // 4) + len(opening)
+        window = fit_window(tokens, path, self.model.n_ctx - reserve, self.prompts)
+        if window.left_out:
+            self.warn(f"the conversation is longer than the context: the oldest "
+                      f"{window.left_out} messages after the system prompt are left out")
+        prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
+        acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
+                                      progress)
+        with Sampler(settings) as sampler:
+            if settings.repeat_penalty != 1.0:
+                sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
+            gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text, cancelled)
+        message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
+                                       exact=not window.left_out)
+        if not window.left_out:
+            self._store_kv(path, tokens, message_id)
+        end = time.perf_counter()
+        return TurnResult(
+            conversation_id=conv_id, user_message_id=user_message_id, message_id=message_id,
+            text=gen.text, status="interrupted" if gen.finish == "cancelled" else "complete",
+            finish=gen.finish, prompt_tokens=len(prompt),
+            completion_tokens=len(gen.tokens), restored_tokens=acquired.restored_tokens,
+            kv_source=acquired.source, computed_tokens=acquired.computed_tokens,
+            restore_ms=round(acquired.restore_ms, 2),
+            ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
+            decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
+            total_ms=round((end - started) * 1000, 2), left_out_messages=window.left_out,
+            warnings=list(self.warnings))
+
+    def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
+        """Commit the answer with its exact tokens, and feed its tail to the model."""
+        answer = (self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens)
+                  if exact else None)
+        status = "interrupted" if gen.finish == "cancelled" else "complete"
+        with self.archive.transaction():
+            message = self.archive.add_message(
+                conv_id, "assistant", gen.text, parent_id=path[-1].id, status=status,
+                meta={"finish": gen.finish, "model": self.model.description()})
+            if answer is not None:
+                self.archive.tokens.put(message.id, self.tokenizer, answer)
+        if answer is not None:  # the model has seen the answer up to the live end
+            self.cache.extend(answer[len(self.cache.live) - start:])
+        return message.id
+
+    def _store_kv(self, path, before: PathTokens, message_id: int) -> None:
+        if self.writer is None or not before.stable:
+            return
+        full = self.prompts.path_tokens(path + [self.archive.message(message_id)])
+        if len(self.cache.live) != len(full.flat()) or not np.array_equal(self.cache.live, full.flat()):
+            return  # the context does not hold exactly this path
+        state = self.model.get_state()
+        ends = full.ends()
+        starts = [0] + ends[:-1]
+        if self.kv_mode == "rows":
+            ranges = list(zip(full.message_ids, starts, ends))
+            self.writer.submit(StoreJob(state, self.fingerprint, ranges, "rows", self._planes()))
+        else:
+            self.writer.submit(StoreJob(state, self.fingerprint, [(message_id, 0, ends[-1])],
+                                        "snapshot", 1))
+
+    def _planes(self) -> int:
+        import llama_cpp
+        return 2 if self.model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
+
+    # -- reporting and shutdown ------------------------------------------------
+
+    def describe(self) -> dict:
+        cfg = self.model.config
+        return {
+            "model": {"path": self.model.path, "description": self.model.description(),
+                      "size_bytes": self.model.size_bytes(), "n_ctx_train": self.model.n_ctx_train(),
+                      "chat_template": "model" if self.model.metadata().get("tokenizer.chat_template") else "chatml"},
+            "settings": {**cfg.__dict__, "offload": self.offload},
+            "kv": {"mode": self.kv_mode, "fingerprint": self.fingerprint, "enabled": self.use_kv,
+                   "bytes_per_token": self.layout.bytes_per_token if self.layout else None},
+            "hardware": self.report.to_dict(),
+        }
+
+    def close(self) -> None:
+        """Wait for KV to be stored, then free the model."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.decoder.close()
+        self.model.close()
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+
+__all__ = ["Engine", "TurnResult", "EngineError"]

@@ -1,0 +1,54 @@
+"""Feeding tokens to the model: batched prefill and one-token steps.
+
+The position of every token is its index in the sequence; the caller keeps
+`Model`'s KV and its own list of tokens in step.
+"""
+
+import llama_cpp
+
+from .errors import EngineError
+from .model import Model
+
+
+class Decoder:
+    def __init__(self, model: Model):
+        self.model = model
+        self.n_batch = model.config.n_batch
+        self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+
+    def prefill(self, tokens, start: int, progress=None) -> None:
+        """Decode `tokens` at positions start.. in batches; logits for the last one only."""
+        total = len(tokens)
+        for i in range(0, total, self.n_batch):
+            chunk = tokens[i: i + self.n_batch]
+            self._fill(chunk, start + i, last_logits=(i + len(chunk) == total))
+            self._decode()
+            if progress:
+                progress(i + len(chunk), total)
+
+    def step(self, token: int, position: int) -> None:
+        """Decode one token (the hot loop: no Python lists, one call)."""
+        b = self.batch
+        b.n_tokens = 1
+        b.token[0], b.pos[0], b.n_seq_id[0], b.logits[0] = token, position, 1, True
+        b.seq_id[0][0] = 0
+        self._decode()
+
+    def _fill(self, tokens, start: int, last_logits: bool) -> None:
+        b = self.batch
+        b.n_tokens = len(tokens)
+        for j, token in enumerate(tokens):
+            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = token, start + j, 1, False
+            b.seq_id[j][0] = 0
+        if last_logits and tokens:
+            b.logits[len(tokens) - 1] = True
+
+    def _decode(self) -> None:
+        rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
+        if rc != 0:
+            raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
+
+    def close(self) -> None:
+        if self.batch is not None:
+            llama_cpp.llama_batch_free(self.batch)
+            self.batch = None

@@ -1,0 +1,192 @@
+"""Getting the model's KV for a prompt: from the live context, memory, or the archive.
+
+Sources, best first for the same length: what the context already holds
+(prefix reuse), recently used states kept in memory (switching between
+chats), and the archive (any message of any conversation, any process).
+Whatever none of them holds is computed.
+"""
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from chatdb.archive import Archive
+from chatdb.kv import CorruptKV
+
+from . import kvlayout
+from .decode import Decoder
+from .model import Model
+from .prompt import PathTokens
+
+MEMORY_BUDGET = 1 << 30       # bytes of states kept in memory across switches
+MIN_STASH_TOKENS = 64         # shorter contexts are cheaper to recompute than to keep
+
+
+@dataclass
+class Acquired:
+    restored_tokens: int      # tokens whose KV came from a source
+    source: str               # "live", "memory", "archive" or "none"
+    computed_tokens: int
+    restore_ms: float         # time to obtain the restored KV (0 for live)
+    compute_ms: float
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+class MemoryStates:
+    """A bounded LRU of whole sequence states, keyed by the tokens they hold."""
+
+    def __init__(self, budget: int = MEMORY_BUDGET):
+        self.budget = budget
+        self.entries: "OrderedDict[bytes, tuple[np.ndarray, memoryview]]" = OrderedDict()
+
+    def put(self, tokens: np.ndarray, state: memoryview) -> None:
+        key = tokens.tobytes()
+        self.entries.pop(key, None)
+        self.entries[key] = (tokens.copy(), state)
+        while sum(s.nbytes for _, s in self.entries.values()) > self.budget and len(self.entries) > 1:
+            self.entries.popitem(last=False)
+
+    def best(self, target: np.ndarray) -> "tuple[int, bytes | None]":
+        """(length of the longest shared prefix, key of that entry)."""
+        best_len, best_key = 0, None
+        for key, (tokens, _) in self.entries.items():
+            n = common_prefix(tokens, target)
+            if n > best_len:
+                best_len, best_key = n, key
+        return best_len, best_key
+
+    def take(self, key: bytes) -> memoryview:
+        self.entries.move_to_end(key)
+        return self.entries[key][1]
+
+    def __contains__(self, tokens: np.ndarray) -> bool:
+        return tokens.tobytes() in self.entries
+
+
+class KVCache:
+    def __init__(self, model: Model, decoder: Decoder, archive: Archive, fingerprint: str,
+                 layout: "kvlayout.Layout | None", use_archive: bool, warn=None):
+        self.model, self.decoder, self.archive = model, decoder, archive
+        self.fingerprint, self.layout, self.use_archive = fingerprint, layout, use_archive
+        self.warn = warn or (lambda message: None)
+        self.live = np.zeros(0, np.int32)   # the tokens whose KV sequence 0 holds
+        self.memory = MemoryStates()
+        self._warned: set[str] = set()
+
+    def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None) -> Acquired:
+        """Make sequence 0 hold the KV of `target` (logits ready for its last token)."""
+        started = time.perf_counter()
+        live_n = common_prefix(self.live, target)
+        mem_n, mem_key = self.memory.best(target)
+        arch = self._archive_point(path) if path is not None and self.use_archive else None
+        arch_n = arch[0] if arch else 0
+        limit = len(target) - 1        # the last token is always computed, for its logits
+        source, n = "live", min(live_n, limit)
+        if min(mem_n, limit) > n:
+            source, n = "memory", min(mem_n, limit)
+        if min(arch_n, limit) > n:
+            source, n = "archive", min(arch_n, limit)
+        if len(self.live) - (n if source == "live" else 0) >= MIN_STASH_TOKENS:
+            self._stash()  # about to drop much of the live state: keep it for a switch back
+        if source != "live":
+            loaded = (self._load(self.memory.take(mem_key)) if source == "memory"
+                      else self._load_archive(*arch[1:]))
+            if not loaded:
+                source, n = "none", 0
+        restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
+        if source == "live" and n == 0:
+            source = "none"
+        self.model.forget_from(n)
+        self.live = self.live[:n] if source in ("live", "none") else target[:n].copy()
+        computed = target[n:]
+        t = time.perf_counter()
+        self.decoder.prefill(computed.tolist(), n, progress)
+        self.live = target.copy()
+        return Acquired(n, source, len(computed), restore_ms, (time.perf_counter() - t) * 1000)
+
+    def extend(self, tokens) -> None:
+        """Decode tokens after the live ones (an answer's unprocessed tail)."""
+        if len(tokens):
+            self.decoder.prefill(list(tokens), len(self.live))
+            self.live = np.concatenate([self.live, np.asarray(tokens, np.int32)])
+
+    def mark_decoded(self, tokens: list[int]) -> None:
+        """Record tokens the decode loop has fed to the model itself."""
+        if tokens:
+            self.live = np.concatenate([self.live, np.asarray(tokens, np.int32)])
+
+    def reset(self) -> None:
+        self.model.clear()
+        self.live = np.zeros(0, np.int32)
+
+    # -- sources ---------------------------------------------------------------
+
+    def _archive_point(self, path: PathTokens):
+        """(tokens restorable, message id, kind) for the deepest stored point on the path."""
+        if not path.stable or not path.message_ids:
+            return None
+        point = self.archive.kv.deepest_restorable(path.message_ids[-1], self.fingerprint)
+        if point is None:
+            self._check_foreign(path.message_ids[0])
+            return None
+        index = path.message_ids.index(point.message_id)
+        return path.ends()[index], point.message_id, point.kind
+
+    def _check_foreign(self, message_id: int) -> None:
+        others = self.archive.kv.fingerprints_for(message_id)
+        if others and self.fingerprint not in others and "foreign" not in self._warned:
+            self._warned.add("foreign")
+            self.warn("stored KV state was made by another model or configuration; recomputing")
+
+    def _load_archive(self, message_id: int, kind: str) -> bool:
+        try:
+            if kind == "snapshot":
+                state = self.archive.kv.get(message_id, self.fingerprint, "snapshot").decode()
+            else:
+                state = self._assemble(message_id)
+        except (CorruptKV, kvlayout.LayoutMismatch) as exc:
+            self._report_corrupt(message_id, exc)
+            return False
+        return self._load(state)
+
+    def _assemble(self, message_id: int) -> bytes:
+        raws, total = [], 0
+        for segment in self.archive.kv.rows_along_path(message_id, self.fingerprint):
+            try:
+                raws.append(segment.decode())
+            except CorruptKV as exc:
+                self._drop(segment.message_id)
+                raise CorruptKV(f"message {segment.message_id}: {exc}") from None
+            total += segment.n_tokens
+        return kvlayout.assemble(self.layout, raws, total)
+
+    def _drop(self, message_id: int) -> None:
+        """Delete a corrupt segment so the recomputed one can replace it."""
+        with self.archive.transaction():
+            self.archive.kv.delete(message_id, self.fingerprint, "rows")
+            self.archive.kv.delete(message_id, self.fingerprint, "snapshot")
+
+    def _report_corrupt(self, message_id: int, exc: Exception) -> None:
+        if "corrupt" not in self._warned:
+            self._warned.add("corrupt")
+            self.warn(f"stored KV state is damaged ({exc}); recomputing")
+
+    def _load(self, state) -> bool:
+        ok = self.model.set_state(bytes(state))
+        if not ok:
+            self._report_corrupt(-1, Exception("llama.cpp refused the state"))
+        return ok
+
+    def _stash(self) -> None:
+        """Keep the live state in memory before another replaces it."""
+        if self.live not in self.memory:
+            self.memory.put(self.live, self.model.get_state())

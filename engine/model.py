@@ -1,0 +1,167 @@
+"""A loaded GGUF model and its context: tokenizer, special tokens, KV memory.
+
+Built on llama-cpp-python's thin wrappers of llama.cpp's C API (the same
+calls as llama.cpp's examples/simple), not on its high-level Llama class:
+chatdb owns the decode loop and the KV cache.
+"""
+
+import ctypes
+import sys
+from dataclasses import dataclass
+
+import llama_cpp
+from llama_cpp._internals import LlamaContext, LlamaModel
+
+from .errors import EngineError
+from .template import CHATML, ChatTemplate
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    n_ctx: int
+    n_batch: int
+    n_threads: int
+    flash_attn: bool
+    type_k: int = llama_cpp.GGML_TYPE_F16
+    type_v: int = llama_cpp.GGML_TYPE_F16
+    n_gpu_layers: int = 0
+
+
+class Model:
+    """One model file loaded with one context (sequence 0 is the chat)."""
+
+    def __init__(self, path: str, config: ContextConfig):
+        self.path, self.config = path, config
+        llama_cpp.llama_backend_init()
+        llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = config.n_gpu_layers
+        try:
+            self._model = LlamaModel(path_model=path, params=mparams, verbose=False)
+        except ValueError as exc:
+            raise EngineError(f"could not load model {path}: {exc}") from None
+        n_ctx = min(config.n_ctx, self._model.n_ctx_train())
+        self.config = config = ContextConfig(**{**config.__dict__, "n_ctx": n_ctx})
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, config.n_batch, config.n_batch
+        cparams.n_threads = cparams.n_threads_batch = config.n_threads
+        cparams.n_seq_max = 1
+        cparams.type_k, cparams.type_v = config.type_k, config.type_v
+        cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
+                                   else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        cparams.no_perf = True
+        try:
+            self._ctx = LlamaContext(model=self._model, params=cparams, verbose=False)
+        except ValueError as exc:
+            raise EngineError(f"could not create a context for {path}: {exc}") from None
+        self.model = self._model.model
+        self.ctx = self._ctx.ctx
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.template = self._template()
+
+    # -- facts about the model ----------------------------------------------
+
+    @property
+    def n_ctx(self) -> int:
+        return self.config.n_ctx
+
+    @property
+    def n_layer(self) -> int:
+        return llama_cpp.llama_model_n_layer(self.model)
+
+    def n_ctx_train(self) -> int:
+        return self._model.n_ctx_train()
+
+    def metadata(self) -> dict:
+        return self._model.metadata()
+
+    def description(self) -> str:
+        return self._model.desc()
+
+    def size_bytes(self) -> int:
+        return self._model.size()
+
+    def cuttable_memory(self) -> bool:
+        """Plain attention KV (rows per token); not SWA, recurrent or hybrid."""
+        return not (llama_cpp.llama_model_n_swa(self.model) > 0
+                    or llama_cpp.llama_model_is_recurrent(self.model)
+                    or llama_cpp.llama_model_is_hybrid(self.model))
+
+    def _template(self) -> ChatTemplate:
+        source = self.metadata().get("tokenizer.chat_template") or CHATML
+        bos = self.piece(llama_cpp.llama_vocab_bos(self.vocab), special=True).decode(errors="replace")
+        eos = self.piece(llama_cpp.llama_vocab_eos(self.vocab), special=True).decode(errors="replace")
+        try:
+            return ChatTemplate(source, bos_token=bos, eos_token=eos)
+        except Exception:  # a template this Jinja cannot compile: chat in ChatML
+            return ChatTemplate(CHATML, bos_token=bos, eos_token=eos)
+
+    # -- tokens --------------------------------------------------------------
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """Tokens of prompt text; special tokens (<|im_start|>) are parsed as such."""
+        data = text.encode("utf-8")
+        size = len(data) + 16
+        buf = (llama_cpp.llama_token * size)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
+        if n < 0:
+            size = -n
+            buf = (llama_cpp.llama_token * size)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
+        return list(buf[:n])
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """The bytes of one token (possibly part of a UTF-8 character)."""
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return self.piece(token, special=True).decode("utf-8", errors="replace")
+
+    # -- the KV memory of sequence 0 -----------------------------------------
+
+    def forget_from(self, position: int) -> None:
+        """Drop KV cells at `position` and after."""
+        llama_cpp.llama_memory_seq_rm(self.memory, 0, position, -1)
+
+    def clear(self) -> None:
+        llama_cpp.llama_memory_clear(self.memory, True)
+
+    def get_state(self) -> memoryview:
+        """Sequence 0's state (llama.cpp's byte layout), without an extra copy."""
+        size = llama_cpp.llama_state_seq_get_size(self.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        return memoryview(buf).cast("B")[:written]
+
+    def set_state(self, data: bytes) -> bool:
+        """Load a sequence state; False if llama.cpp refused it (the memory is then cleared)."""
+        self.clear()
+        src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # no copy
+        if llama_cpp.llama_state_seq_set_data(self.ctx, src, len(data), 0) == 0:
+            self.clear()
+            return False
+        return True
+
+    def close(self) -> None:
+        self._ctx.close()
+        self._model.close()
+
+
+GGML_LOG_LEVEL_ERROR = 4  # ggml.h: NONE, DEBUG, INFO, WARN, ERROR, CONT
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level, text, user_data):
+    """llama.cpp logs load details to stderr; only errors matter to a chat user."""
+    if level == GGML_LOG_LEVEL_ERROR:
+        sys.stderr.write(text.decode(errors="replace"))

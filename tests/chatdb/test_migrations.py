@@ -1,0 +1,301 @@
+"""Migrations: a new archive, an upgrade, and archives this code must refuse."""
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from chatdb.archive import Archive
+from chatdb.connection import connect
+from chatdb.errors import SchemaError
+from chatdb.migrate import LEDGER_EXISTS, Migration, apply, available, pending, statements
+
+TABLES = {"conversations", "messages", "message_tokens", "kv_segments",
+          "file_fingerprints", "messages_fts", "schema_migrations"}
+
+NOTES_0002 = """
+-- Notes per conversation; a trigger whose body holds ';' and a string with one.
+ALTER TABLE conversations ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+CREATE TABLE tags (
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL, PRIMARY KEY (conversation_id, tag)
+) WITHOUT ROWID; CREATE INDEX tags_by_tag ON tags(tag);
+CREATE TRIGGER tag_new_conversations AFTER INSERT ON conversations BEGIN
+    INSERT INTO tags (conversation_id, tag) VALUES (new.id, 'new;untriaged');
+    UPDATE conversations SET notes = 'tagged' WHERE id = new.id;
+END;
+-- trailing comment; nothing after it
+"""
+
+
+def snapshot(path):
+    """What must not change when an archive is refused: the bytes and the mtime."""
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def assert_untouched(path, before):
+    assert snapshot(path) == before
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def ledger(path):
+    with sqlite3.connect(path) as conn:
+        return conn.execute(
+            "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version"
+        ).fetchall()
+
+
+def one_line(exc_info) -> str:
+    text = str(exc_info.value)
+    assert text and "\n" not in text
+    return text
+
+
+def test_available_lists_the_numbered_files_in_order(migrations_package, initial_sql):
+    package = migrations_package({
+        "0002_second.sql": "CREATE TABLE b (x);",
+        "0001_first.sql": "CREATE TABLE a (x);",
+        "0010_tenth.sql": "CREATE TABLE c (x);",
+        "README.md": "not a migration",
+        "2_bad_name.sql": "CREATE TABLE d (x);",
+        "0003_Upper.sql": "CREATE TABLE e (x);",
+    })
+    found = available(package)
+    assert [(m.version, m.name) for m in found] == [(1, "first"), (2, "second"), (10, "tenth")]
+    assert found[0].sql == "CREATE TABLE a (x);"
+    real = available()
+    assert [(m.version, m.name) for m in real][0] == (1, "initial")
+    assert real[0].sql == initial_sql
+
+
+def test_fresh_database_gets_every_migration(db_path):
+    conn = connect(db_path)
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert TABLES <= names
+        trigger = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'messages_fts_delete'"
+        ).fetchone()
+        assert trigger is not None and "DELETE FROM messages_fts" in trigger[0]
+        assert pending(conn, available()) == []
+    finally:
+        conn.close()
+    rows = ledger(db_path)
+    code = available()
+    assert [(v, n, c) for v, n, c, _ in rows] == [(m.version, m.name, m.checksum) for m in code]
+    assert all(applied_at.endswith("Z") for *_, applied_at in rows)
+
+
+def test_reopening_applies_nothing_again(db_path):
+    connect(db_path).close()
+    before = ledger(db_path)
+    connect(db_path).close()
+    assert ledger(db_path) == before
+
+
+def test_upgrade_applies_only_the_new_migration_and_keeps_the_data(
+        db_path, migrations_package, initial_sql, assert_sound):
+    package = migrations_package({"0001_initial.sql": initial_sql})
+    with Archive(connect(db_path, available(package)), db_path) as archive:
+        conv = archive.create_conversation("old", system_prompt="be brief")
+        question = archive.add_message(conv.id, "user", "hello")
+    first = ledger(db_path)
+    assert [r[0] for r in first] == [1]
+
+    migrations_package({"0002_notes.sql": NOTES_0002}, name=package)
+    code = available(package)
+    assert [m.version for m in code] == [1, 2]
+    with sqlite3.connect(db_path) as raw:
+        assert [m.version for m in pending(raw, code)] == [2]
+    raw.close()
+
+    with Archive(connect(db_path, code), db_path) as archive:
+        rows = ledger(db_path)
+        assert rows[0] == first[0]  # 0001 untouched, not re-run
+        assert [(v, n, c) for v, n, c, _ in rows] == [
+            (1, "initial", code[0].checksum), (2, "notes", code[1].checksum)]
+        assert [m.content for m in archive.messages(conv.id)] == ["be brief", "hello"]
+        assert archive.conn.execute(
+            "SELECT notes FROM conversations WHERE id = ?", (conv.id,)).fetchone()[0] == ""
+        # Every statement ran, the trigger with its ';' inside whole.
+        new = archive.create_conversation("new")
+        assert [tuple(r) for r in archive.conn.execute(
+            "SELECT tag FROM tags WHERE conversation_id = ?", (new.id,))] == [("new;untriaged",)]
+        assert archive.conn.execute(
+            "SELECT notes FROM conversations WHERE id = ?", (new.id,)).fetchone()[0] == "tagged"
+        assert archive.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'tags_by_tag'").fetchone()
+        archive.add_message(conv.id, "assistant", "hi", parent_id=question.id)
+        assert_sound(archive.conn)
+    connect(db_path, code).close()
+    assert ledger(db_path) == rows
+
+
+def test_a_failing_migration_leaves_nothing_behind(db_path, migrations_package, initial_sql):
+    package = migrations_package({"0001_initial.sql": initial_sql})
+    connect(db_path, available(package)).close()
+    migrations_package({"0002_broken.sql": "CREATE TABLE half (x);\nINSERT INTO nowhere VALUES (1);\n"},
+                       name=package)
+    with pytest.raises(SchemaError) as exc_info:
+        connect(db_path, available(package))
+    text = one_line(exc_info)
+    assert "0002_broken" in text and "nowhere" in text
+    assert [r[0] for r in ledger(db_path)] == [1]
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("SELECT 1 FROM sqlite_master WHERE name = 'half'").fetchone() is None
+    raw.close()
+    # Fixed, it applies.
+    (db_path.parent / "packages" / package / "0002_broken.sql").write_text("CREATE TABLE half (x);")
+    connect(db_path, available(package)).close()
+    assert [r[0] for r in ledger(db_path)] == [1, 2]
+
+
+@pytest.mark.parametrize("journal_mode", ["wal", "delete"])
+def test_newer_database_is_refused_and_not_written(db_path, journal_mode):
+    with Archive.open(db_path) as archive:
+        conv = archive.create_conversation("from the future")
+        archive.add_message(conv.id, "user", "hello")
+    raw = sqlite3.connect(db_path, isolation_level=None)
+    raw.execute(f"PRAGMA journal_mode = {journal_mode}")
+    raw.execute("INSERT INTO schema_migrations VALUES (9999, 'from_the_future', 'x', 'now')")
+    raw.close()
+    assert not db_path.with_name(db_path.name + "-wal").exists()
+    before = snapshot(db_path)
+
+    for opener in (connect, Archive.open):
+        with pytest.raises(SchemaError) as exc_info:
+            opener(db_path)
+        text = one_line(exc_info)
+        assert "newer" in text and "9999_from_the_future" in text
+        assert_untouched(db_path, before)
+    # Still in the journal mode it had: the WAL switch comes after the check.
+    assert before[0][18:20] == (b"\x02\x02" if journal_mode == "wal" else b"\x01\x01")
+
+
+def test_newer_database_with_a_pending_wal_is_not_checkpointed(db_path):
+    """The newer chatdb crashed, leaving its last commit in the WAL: refusing
+    must not fold that WAL into the file (closing a connection that may write
+    would)."""
+    Archive.open(db_path).close()
+    subprocess.run([sys.executable, "-c", (
+        "import os, sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        "conn.execute(\"INSERT INTO schema_migrations VALUES (9999, 'future', 'x', 'now')\")\n"
+        "os._exit(0)  # no close, no checkpoint: a crash\n"), str(db_path)], check=True)
+    wal = db_path.with_name(db_path.name + "-wal")
+    before, wal_before = snapshot(db_path), wal.read_bytes()
+    assert wal_before
+    with pytest.raises(SchemaError) as exc_info:
+        connect(db_path)
+    assert "9999_future" in one_line(exc_info)
+    assert snapshot(db_path) == before and wal.read_bytes() == wal_before
+
+
+def test_changed_migration_is_reported_not_rerun(db_path, migrations_package, initial_sql):
+    package = migrations_package({"0001_initial.sql": initial_sql})
+    connect(db_path, available(package)).close()
+    recorded = ledger(db_path)
+    before = snapshot(db_path)
+
+    migrations_package({"0001_initial.sql": initial_sql + "\n-- an edit\n"}, name=package)
+    with pytest.raises(SchemaError) as exc_info:
+        connect(db_path, available(package))
+    text = one_line(exc_info)
+    assert "0001_initial" in text and "changed" in text
+    assert_untouched(db_path, before)
+    assert ledger(db_path) == recorded
+
+    # The same with a list of migrations passed directly.
+    edited = [Migration(1, "initial", initial_sql + " ")]
+    with pytest.raises(SchemaError, match="changed"):
+        connect(db_path, edited)
+    assert_untouched(db_path, before)
+
+
+def test_corrupt_file_is_refused_in_one_line(db_path):
+    import random
+    db_path.write_bytes(random.Random(7).randbytes(16384))
+    before = snapshot(db_path)
+    with pytest.raises(SchemaError) as exc_info:
+        Archive.open(db_path)
+    assert str(db_path) in one_line(exc_info)
+    assert_untouched(db_path, before)
+
+
+def test_text_file_is_refused(db_path):
+    db_path.write_text("these are my notes, not a database\n" * 40)
+    before = snapshot(db_path)
+    with pytest.raises(SchemaError) as exc_info:
+        connect(db_path)
+    one_line(exc_info)
+    assert_untouched(db_path, before)
+
+
+def test_foreign_sqlite_file_is_refused_and_not_written(db_path):
+    with sqlite3.connect(db_path) as raw:
+        raw.execute("CREATE TABLE people (name TEXT)")
+        raw.execute("INSERT INTO people VALUES ('ada')")
+    raw.close()
+    before = snapshot(db_path)
+    with pytest.raises(SchemaError) as exc_info:
+        Archive.open(db_path)
+    assert "not a chatdb archive" in one_line(exc_info)
+    assert_untouched(db_path, before)
+    assert before[0][18:20] == b"\x01\x01"  # not switched to WAL
+
+
+def test_empty_file_becomes_an_archive(db_path):
+    db_path.touch()
+    with Archive.open(db_path) as archive:
+        assert archive.count_conversations() == 0
+    assert [r[0] for r in ledger(db_path)] == [m.version for m in available()]
+
+
+def test_pending_reads_one_snapshot(db_path):
+    """pending() holds one read snapshot: a migration committed by another
+    connection between its reads cannot make a new archive look foreign."""
+    db_path.touch()
+    reader = sqlite3.connect(db_path, isolation_level=None)
+    writer = sqlite3.connect(db_path, isolation_level=None)
+    original = reader.execute
+
+    class Spy:
+        """A connection whose first query lets the writer apply 0001 right after it."""
+
+        in_transaction = property(lambda self: reader.in_transaction)
+
+        def execute(self, sql, *args):
+            result = original(sql, *args)
+            if sql == LEDGER_EXISTS:  # seen missing: now another process creates it
+                writer.execute("PRAGMA journal_mode = WAL")
+                apply(writer, available()[0])
+            return result
+
+    try:
+        reader.execute("PRAGMA journal_mode = WAL")
+        assert [m.version for m in pending(Spy(), available())] == [1]
+        assert not reader.in_transaction
+        assert pending(reader, available()) == []
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_statements_splits_like_sqlite():
+    sql = ("CREATE TABLE a (x); CREATE TABLE b (y);  -- two on a line; a comment\n"
+           "INSERT INTO a VALUES ('semi;colon');\n"
+           "/* block; comment */ CREATE TRIGGER t AFTER INSERT ON a BEGIN\n"
+           "  INSERT INTO b VALUES (new.x); DELETE FROM b WHERE y = ';';\nEND;\n-- end\n")
+    parts = list(statements(sql))
+    assert len(parts) == 4
+    conn = sqlite3.connect(":memory:")
+    for part in parts:
+        conn.execute(part)
+    assert conn.execute("SELECT x FROM a").fetchall() == [("semi;colon",)]
+    conn.execute("INSERT INTO a VALUES ('z')")
+    assert conn.execute("SELECT y FROM b").fetchall() == [("z",)]
+    with pytest.raises(SchemaError, match="incomplete"):
+        list(statements("CREATE TABLE a (x);\nCREATE TABLE b (y"))

@@ -1,0 +1,53 @@
+"""Engine fixtures: the real default model on real archive files."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatdb.archive import Archive
+from engine.chat import Engine
+from engine.model_path import resolve_model_path
+from engine.sampling import SamplingSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+GREEDY = SamplingSettings(temperature=0, max_tokens=24, seed=1)
+
+
+@pytest.fixture(scope="session")
+def model_path():
+    return resolve_model_path()
+
+
+@pytest.fixture
+def open_engine(db_path):
+    """open_engine(**kw) -> (archive, engine); closed at the end of the test."""
+    opened = []
+
+    def factory(path=None, **kw):
+        archive = Archive.open(path or db_path)
+        kw.setdefault("sampling", GREEDY)
+        engine = Engine.open(archive, **kw)
+        opened.append((archive, engine))
+        return archive, engine
+
+    yield factory
+    for archive, engine in reversed(opened):
+        engine.close()
+        archive.close()
+
+
+def run_chatdb(*args, db, check=True, input=None, timeout=300):
+    """Run the real `chatdb` command in a new process; parsed JSON if --json."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "cli.main", "--db", str(db), *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, input=input,
+                          timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"chatdb {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    if "--json" in args and proc.returncode == 0:
+        return json.loads(proc.stdout), proc
+    return None, proc

@@ -1,0 +1,127 @@
+"""Generation: cancel keeps the partial answer, long prompts, UTF-8 streaming, kill -9."""
+
+import codecs
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chatdb.archive import Archive
+from engine.errors import PromptTooLong
+from engine.generate import generate
+from engine.sampling import SamplingSettings
+
+from .conftest import ROOT
+
+
+def test_cancel_keeps_partial_answer_as_context(open_engine):
+    archive, engine = open_engine(sampling=SamplingSettings(temperature=0, max_tokens=200))
+    conv = archive.create_conversation("c")
+    streamed = []
+    result = engine.reply(conv.id, "Write a long story about a dragon.",
+                          on_text=streamed.append, cancelled=lambda: len(streamed) >= 5)
+    assert result.status == "interrupted" and result.finish == "cancelled"
+    assert result.text == "".join(streamed) and result.text
+    stored = archive.message(result.message_id)
+    assert stored.status == "interrupted" and stored.content == result.text
+    assert archive.conversation(conv.id).head_id == result.message_id
+    # The partial answer is context for the next turn, straight from the live KV.
+    nxt = engine.reply(conv.id, "Go on.")
+    assert nxt.status == "complete"
+    assert archive.message(nxt.message_id).parent_id == nxt.user_message_id
+    assert archive.message(nxt.user_message_id).parent_id == result.message_id
+    assert nxt.kv_source == "live" and nxt.computed_tokens < 20
+
+
+def test_message_longer_than_context_is_refused_and_nothing_written(open_engine):
+    archive, engine = open_engine(n_ctx=512)
+    conv = archive.create_conversation("long")
+    before = archive.count_messages()
+    with pytest.raises(PromptTooLong, match="does not fit the context of 512"):
+        engine.reply(conv.id, "word " * 2000)
+    assert archive.count_messages() == before
+
+
+def test_long_conversation_leaves_out_oldest_turns(open_engine):
+    archive, engine = open_engine(n_ctx=512, sampling=SamplingSettings(temperature=0, max_tokens=16))
+    conv = archive.create_conversation("long", system_prompt="You are brief.")
+    for i in range(8):
+        archive.add_message(conv.id, "user", f"Question {i}: " + "tell me more about clouds " * 8)
+        archive.add_message(conv.id, "assistant", "Clouds are water. " * 8)
+    result = engine.reply(conv.id, "Summarise.")
+    assert result.left_out_messages > 0
+    assert result.prompt_tokens + 16 <= 512
+    assert any("left out" in w for w in result.warnings)
+    assert archive.message(result.message_id).content == result.text
+    # The system prompt stayed in the window.
+    system = engine.prompts.path_tokens(archive.messages(conv.id)[:1]).flat().tolist()
+    assert engine.cache.live[:len(system)].tolist() == system
+
+
+class ScriptedSampler:
+    """Chooses the given tokens in order: drives the real model's pieces through the loop."""
+
+    def __init__(self, tokens):
+        self.tokens = list(tokens)
+
+    def sample(self, ctx, index=-1):
+        return self.tokens.pop(0)
+
+
+def test_streaming_keeps_multibyte_characters_whole(open_engine):
+    archive, engine = open_engine()
+    text = "Grüße, 日本語のテキスト 😀🎉 ok"
+    tokens = engine.model.tokenize(text, special=False)
+    pieces = [engine.model.piece(t) for t in tokens]
+    assert any(_incomplete_utf8(p) for p in pieces), "test text must split a character"
+    eos = engine.model.tokenize("<|im_end|>")[0]
+    engine.cache.acquire(_np(engine.model.tokenize("<|im_start|>assistant\n")), None)
+    streamed = []
+    out = generate(engine.model, engine.cache, ScriptedSampler(tokens + [eos]), 100, streamed.append)
+    assert "".join(streamed) == text == out.text
+    assert all("\ufffd" not in chunk for chunk in streamed)
+
+
+def _np(tokens):
+    import numpy as np
+    return np.asarray(tokens, np.int32)
+
+
+def _incomplete_utf8(piece: bytes) -> bool:
+    try:
+        codecs.decode(piece, "utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def test_kill_9_during_generation_keeps_archive_consistent(tmp_path):
+    db = tmp_path / "k.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "--db", str(db), "ask", "--temperature", "0",
+         "--max-tokens", "2000", "Write a very long essay about the history of ships."],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    got = b""
+    deadline = time.time() + 120
+    while len(got) < 40 and time.time() < deadline:
+        got += os.read(proc.stdout.fileno(), 64)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(got) >= 40, proc.stderr.read()
+    with Archive.open(db) as archive:
+        assert archive.integrity_check() == "ok"
+        assert archive.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        conv = archive.latest_conversation()
+        path = archive.messages(conv.id)
+        assert path[-1].role == "user" and "history of ships" in path[-1].content
+    # The conversation continues from the kept message.
+    from .conftest import run_chatdb
+    result, _ = run_chatdb("ask", "--json", "-c", "--temperature", "0", "--max-tokens", "8",
+                           "Short version please.", db=db)
+    with Archive.open(db) as archive:
+        user = archive.message(result["user_message_id"])
+        assert archive.message(user.parent_id).content.startswith("Write a very long essay")

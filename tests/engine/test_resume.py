@@ -1,0 +1,139 @@
+"""Resuming from the archive: same answers as an uninterrupted process, less compute."""
+
+import shutil
+
+import numpy as np
+
+from chatdb.archive import Archive
+
+from .conftest import GREEDY, run_chatdb
+
+FIRST = "Name three colours of the rainbow."
+SECOND = "Now name two more."
+GREEDY_ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "24")
+
+
+def stored_tokens_through(db, message_id) -> int:
+    """Tokens of the path to `message_id`, as the archive stored them."""
+    with Archive.open(db) as archive:
+        ids = [m.id for m in archive.path(message_id)]
+        marks = ",".join("?" * len(ids))
+        return archive.conn.execute(
+            f"SELECT sum(n_tokens) FROM message_tokens WHERE message_id IN ({marks})", ids
+        ).fetchone()[0]
+
+
+def test_resume_in_new_process_equals_uninterrupted(tmp_path, open_engine):
+    # Uninterrupted: both turns in one process.
+    archive, engine = open_engine(tmp_path / "one.db")
+    conv = archive.create_conversation("x")
+    engine.reply(conv.id, FIRST)
+    expected = engine.reply(conv.id, SECOND)
+
+    # Interrupted: one process per turn, the second resumes from the archive.
+    db = tmp_path / "two.db"
+    first, _ = run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
+    second, _ = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
+    assert second["conversation_id"] == first["conversation_id"]
+    assert second["text"] == expected.text
+    assert second["kv"]["source"] == "archive"
+    restored = second["kv"]["restored_tokens"]
+    assert restored == stored_tokens_through(db, first["message_id"])
+    assert second["kv"]["computed_tokens"] == second["usage"]["prompt_tokens"] - restored
+
+    with Archive.open(db) as archive2:
+        answer = archive2.message(second["message_id"])
+        assert answer.status == "complete"
+        assert [m.id for m in archive2.messages(second["conversation_id"])][-1] == answer.id
+        tokens = archive2.tokens.get(answer.id, engine.tokenizer)
+    assert np.array_equal(tokens, archive.tokens.get(expected.message_id, engine.tokenizer))
+
+
+def test_fork_from_old_message_restores_shared_prefix(tmp_path, db_path):
+    first, _ = run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db_path)
+    run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db_path)
+    fork, _ = run_chatdb("ask", "--json", "--fork-from", str(first["message_id"]), *GREEDY_ARGS,
+                         "And one more?", db=db_path)
+    assert fork["conversation_id"] != first["conversation_id"]
+    assert fork["kv"]["source"] == "archive"
+    # Everything up to and including the first answer came from the archive.
+    assert fork["kv"]["restored_tokens"] == stored_tokens_through(db_path, first["message_id"])
+
+
+def test_ten_forks_store_the_shared_prefix_once(open_engine):
+    archive, engine = open_engine()
+    conv = archive.create_conversation("base")
+    base = engine.reply(conv.id, "Tell me about the sea. " * 20)
+    engine.flush()
+    shared = [m.id for m in archive.path(base.message_id)]
+    before = archive.kv.usage(engine.fingerprint)
+    for i in range(10):
+        fork = archive.fork(base.message_id)
+        result = engine.reply(fork.id, f"Question {i}?")
+        assert result.restored_tokens > 0
+    engine.flush()
+    counts = archive.conn.execute(
+        "SELECT message_id, count(*) FROM kv_segments GROUP BY message_id").fetchall()
+    per_message = dict(counts)
+    assert all(per_message[m] == 1 for m in shared)
+    after = archive.kv.usage(engine.fingerprint)
+    # Ten forks added only the KV rows of their own two messages each.
+    assert after.segments == before.segments + 20
+    own_tokens = archive.conn.execute(
+        "SELECT sum(n_tokens) FROM kv_segments WHERE message_id NOT IN (%s)"
+        % ",".join("?" * len(shared)), shared).fetchone()[0]
+    assert after.raw_bytes - before.raw_bytes == own_tokens * engine.layout.bytes_per_token
+
+
+def test_corrupt_segment_is_reported_and_recomputed(tmp_path):
+    db = tmp_path / "a.db"
+    run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
+    clean = tmp_path / "clean.db"
+    shutil.copy(db, clean)
+    with Archive.open(db) as archive:
+        archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
+                             "WHERE message_id = (SELECT min(message_id) FROM kv_segments)")
+    damaged, proc = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
+    assert "damaged" in proc.stderr and proc.stderr.count("\n") == 1
+    assert damaged["kv"]["restored_tokens"] == 0
+    baseline, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=clean)
+    assert damaged["text"] == baseline["text"]
+    # The recomputed rows replaced the damaged ones: the next turn restores again.
+    third, _ = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, "Thanks!", db=db)
+    assert third["kv"]["source"] == "archive"
+
+
+def test_other_fingerprint_is_not_restored(tmp_path):
+    db = tmp_path / "a.db"
+    run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
+    clean = tmp_path / "clean.db"
+    shutil.copy(db, clean)
+    with Archive.open(db) as archive:
+        archive.conn.execute("UPDATE kv_segments SET fingerprint = 'another-model'")
+    result, proc = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
+    assert "another model" in proc.stderr
+    assert result["kv"]["restored_tokens"] == 0
+    baseline, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=clean)
+    assert result["text"] == baseline["text"]
+
+
+def test_no_kv_neither_reads_nor_writes(tmp_path):
+    db = tmp_path / "a.db"
+    run_chatdb("ask", "--json", "--no-kv", *GREEDY_ARGS, FIRST, db=db)
+    with Archive.open(db) as archive:
+        assert archive.kv.usage().segments == 0
+    run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
+    result, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=db)
+    assert result["kv"]["restored_tokens"] == 0 and result["kv"]["source"] == "none"
+
+
+def test_switching_conversations_reuses_memory(open_engine):
+    archive, engine = open_engine()
+    a = archive.create_conversation("a")
+    b = archive.create_conversation("b")
+    engine.reply(a.id, "Long question about rivers. " * 12)
+    engine.reply(b.id, "Another question about mountains. " * 12)
+    back = engine.reply(a.id, "And lakes?")
+    assert back.kv_source == "memory"
+    assert back.restored_tokens > 100
+    assert GREEDY.max_tokens == 24
