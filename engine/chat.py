@@ -11,17 +11,22 @@ it; the answer is committed when generation ends, cancelled or not.
 import time
 from dataclasses import asdict, dataclass, field
 
+import llama_cpp
 import numpy as np
 
 from chatdb.archive import Archive
 
 from . import hardware, kvlayout
 from .decode import Decoder
+from .draft_model import DraftModel
+from .draft_policy import DraftPolicy
+from .drafting import make_drafter, resolve_mode
 from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_fingerprint
 from .generate import Generation, generate
 from .kvcache import KVCache
 from .kvwriter import KVWriter, StoreJob
+from .layout_check import check_layout
 from .model import Model
 from .model_path import resolve_model_path
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
@@ -29,7 +34,6 @@ from .sampling import Sampler, SamplingSettings
 from .settings import plan
 from .window import fit_window
 
-LAYOUT_VERSION = 1  # bump when kvlayout's cutting changes
 
 
 @dataclass
@@ -51,6 +55,7 @@ class TurnResult:
     total_ms: float
     left_out_messages: int = 0
     warnings: list = field(default_factory=list)
+    speculative: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,7 +64,7 @@ class TurnResult:
 class Engine:
     def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
-                 warn=None):
+                 warn=None, draft: str = "auto", draft_model=None):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()
@@ -67,50 +72,42 @@ class Engine:
         self._warn_cb = warn
         model_fp = file_fingerprint(model.path, archive.fingerprints)
         self.tokenizer = tokenizer_id(model, model_fp)
-        self.layout, self.kv_mode = self._check_layout()
+        self.layout, self.kv_mode = check_layout(model, self.warn)
         cfg = model.config
         self.fingerprint = kv_fingerprint(
             model_fp, type_k=cfg.type_k, type_v=cfg.type_v, flash_attn=cfg.flash_attn,
-            mode=self.kv_mode, layout=LAYOUT_VERSION, scaled_ctx=model.n_ctx > model.n_ctx_train())
+            mode=self.kv_mode, layout=kvlayout.VERSION, scaled_ctx=model.n_ctx > model.n_ctx_train())
         self.decoder = Decoder(model)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
         self.cache = KVCache(model, self.decoder, archive, self.fingerprint, self.layout,
                              use_archive=use_kv, warn=self.warn)
         self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \
             if use_kv and archive.db_path else None
+        self.draft_mode = resolve_mode(draft, draft_model is not None)
+        self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
+                      if draft_model is not None and self.draft_mode != "off" else None)
+        self.policy = DraftPolicy()
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
-             use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None) -> "Engine":
+             use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None,
+             draft: str = "auto", draft_model=None) -> "Engine":
         path = resolve_model_path(model_path)
+        resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
         report = hardware.detect()
         chosen = plan(report, path.stat().st_size, n_ctx=n_ctx)
         model = Model(str(path), chosen.config)
-        return cls(archive, model, report, chosen.offload, use_kv, sampling, warn)
+        try:
+            return cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
+                       draft, draft_model)
+        except Exception:
+            model.close()
+            raise
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
         if self._warn_cb:
             self._warn_cb(message)
-
-    # -- start-up check ----------------------------------------------------------
-
-    def _check_layout(self):
-        """Cut a tiny live state into rows and back; snapshots if that fails."""
-        if not self.model.cuttable_memory():
-            return None, "snapshot"
-        probe = self.model.tokenize("chatdb layout check: one two three")
-        decoder = Decoder(self.model)
-        try:
-            decoder.prefill(probe, 0)
-            layout = kvlayout.verify(self.model.get_state(), split=len(probe) // 2)
-        except kvlayout.LayoutMismatch as exc:
-            self.warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
-            return None, "snapshot"
-        finally:
-            decoder.close()
-            self.model.clear()
-        return layout, "rows"
 
     # -- turns -------------------------------------------------------------------
 
@@ -160,10 +157,12 @@ class Engine:
         prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
         acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
                                       progress)
+        drafter = self._drafter(prompt, None if window.left_out else window.tokens)
         with Sampler(settings) as sampler:
             if settings.repeat_penalty != 1.0:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
-            gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text, cancelled)
+            gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
+                           cancelled, drafter, self.policy)
         message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
                                        exact=not window.left_out)
         if not window.left_out:
@@ -179,7 +178,17 @@ class Engine:
             ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
             decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
             total_ms=round((end - started) * 1000, 2), left_out_messages=window.left_out,
-            warnings=list(self.warnings))
+            warnings=list(self.warnings), speculative=self._speculative(gen))
+
+    def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
+        if self.draft is not None:
+            self.draft.cache.acquire(prompt, path)  # restores the draft model's KV too
+        return make_drafter(self.draft_mode, prompt.tolist(), self.draft)
+
+    def _speculative(self, gen: Generation) -> dict:
+        return {"mode": self.draft_mode, "drafted": gen.drafted, "accepted": gen.accepted,
+                "acceptance_rate": round(gen.accepted / gen.drafted, 3) if gen.drafted else None,
+                "target_forwards": gen.target_forwards, "draft_length": self.policy.best()[0]}
 
     def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
         """Commit the answer with its exact tokens, and feed its tail to the model."""
@@ -202,19 +211,22 @@ class Engine:
         full = self.prompts.path_tokens(path + [self.archive.message(message_id)])
         if len(self.cache.live) != len(full.flat()) or not np.array_equal(self.cache.live, full.flat()):
             return  # the context does not hold exactly this path
-        state = self.model.get_state()
-        ends = full.ends()
-        starts = [0] + ends[:-1]
-        if self.kv_mode == "rows":
-            ranges = list(zip(full.message_ids, starts, ends))
-            self.writer.submit(StoreJob(state, self.fingerprint, ranges, "rows", self._planes()))
-        else:
-            self.writer.submit(StoreJob(state, self.fingerprint, [(message_id, 0, ends[-1])],
-                                        "snapshot", 1))
+        self._submit(self.model, self.kv_mode, self.fingerprint, full)
+        if self.draft is not None:
+            self.draft.sync(full.flat())
+            self._submit(self.draft.model, self.draft.kv_mode, self.draft.fingerprint, full)
 
-    def _planes(self) -> int:
-        import llama_cpp
-        return 2 if self.model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
+    def _submit(self, model: Model, mode: str, fingerprint: str, full: PathTokens) -> None:
+        """Hand one model's state for the path to the background writer."""
+        state = model.get_state()
+        ends = full.ends()
+        if mode == "rows":
+            ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
+            planes = 2 if model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
+            self.writer.submit(StoreJob(state, fingerprint, ranges, "rows", planes))
+        else:
+            self.writer.submit(StoreJob(state, fingerprint, [(full.message_ids[-1], 0, ends[-1])],
+                                        "snapshot", 1))
 
     # -- reporting and shutdown ------------------------------------------------
 
@@ -225,6 +237,8 @@ class Engine:
                       "size_bytes": self.model.size_bytes(), "n_ctx_train": self.model.n_ctx_train(),
                       "chat_template": "model" if self.model.metadata().get("tokenizer.chat_template") else "chatml"},
             "settings": {**cfg.__dict__, "offload": self.offload},
+            "speculative": {"mode": self.draft_mode,
+                            "draft_model": self.draft.model.path if self.draft else None},
             "kv": {"mode": self.kv_mode, "fingerprint": self.fingerprint, "enabled": self.use_kv,
                    "bytes_per_token": self.layout.bytes_per_token if self.layout else None},
             "hardware": self.report.to_dict(),
@@ -235,6 +249,8 @@ class Engine:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        if self.draft is not None:
+            self.draft.close()
         self.decoder.close()
         self.model.close()
 

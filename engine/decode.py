@@ -34,6 +34,15 @@ class Decoder:
         b.seq_id[0][0] = 0
         self._decode()
 
+    def verify(self, tokens, start: int) -> None:
+        """Decode tokens at start.. in one batch with logits at every position."""
+        b = self.batch
+        b.n_tokens = len(tokens)
+        for j, token in enumerate(tokens):
+            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = token, start + j, 1, True
+            b.seq_id[j][0] = 0
+        self._decode()
+
     def _fill(self, tokens, start: int, last_logits: bool) -> None:
         b = self.batch
         b.n_tokens = len(tokens)

@@ -1,5 +1,13 @@
 """The decode loop: sample, stream text, step, until an end-of-generation token.
 
+With a drafter, each step may instead verify several guessed tokens in one
+forward pass (speculative decoding): the target model's own sampler chain
+samples at every drafted position, a guess is kept only while it equals
+that sample, and the first differing sample is the next token. Every token
+is therefore drawn from the target model's distribution exactly as without
+drafting; greedy output is identical. Logits are computed only at the
+drafted positions, and sampling runs in llama.cpp, not in Python.
+
 Text is streamed through an incremental UTF-8 decoder, so a character split
 across tokens is printed whole. Cancellation is checked at every token and
 keeps what was generated.
@@ -9,6 +17,7 @@ import codecs
 import time
 from dataclasses import dataclass, field
 
+from .draft_policy import DraftPolicy
 from .kvcache import KVCache
 from .model import Model
 from .sampling import Sampler
@@ -21,6 +30,9 @@ class Generation:
     finish: str = "stop"        # stop | length | cancelled | context
     first_token_at: "float | None" = None
     last_token_at: "float | None" = None
+    drafted: int = 0
+    accepted: int = 0
+    target_forwards: int = 0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -30,50 +42,109 @@ class Generation:
         return (len(self.tokens) - 1) / elapsed if elapsed > 0 else 0.0
 
 
-def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
-             on_text=None, cancelled=None) -> Generation:
-    """Generate after the live context. Every token but the last sampled is decoded."""
-    out = Generation()
-    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pieces = []
-    position = len(cache.live)
-    decoded = []
-    try:
-        _loop(model, cache, sampler, max_tokens, on_text, cancelled, out, utf8, pieces, decoded)
-    finally:
-        cache.mark_decoded(decoded)  # keep the cache's token list true to the KV, whatever happens
-    tail = utf8.decode(b"", final=True)
-    if tail:
-        pieces.append(tail)
-        if on_text is not None:
-            on_text(tail)
-    out.text = "".join(pieces)
-    return out
+class Stream:
+    """Collects sampled tokens and streams their text; says when to stop."""
 
+    def __init__(self, model: Model, max_tokens: int, on_text, cancelled):
+        self.model, self.max_tokens = model, max_tokens
+        self.on_text, self.cancelled = on_text, cancelled
+        self.out = Generation()
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.pieces: list[str] = []
 
-def _loop(model, cache, sampler, max_tokens, on_text, cancelled, out, utf8, pieces, decoded):
-    position = len(cache.live)
-    for _ in range(max_tokens):
-        if cancelled is not None and cancelled():
-            out.finish = "cancelled"
-            break
-        token = sampler.sample(model.ctx)
+    def emit(self, token: int) -> bool:
+        """Record one token; True when generation must stop after it."""
+        out = self.out
         out.last_token_at = time.perf_counter()
         if out.first_token_at is None:
             out.first_token_at = out.last_token_at
         out.tokens.append(token)
-        if model.is_eog(token):
-            break
-        text = utf8.decode(model.piece(token))
+        if self.model.is_eog(token):
+            out.finish = "stop"
+            return True
+        self._text(self.utf8.decode(self.model.piece(token)))
+        if len(out.tokens) >= self.max_tokens:
+            out.finish = "length"
+            return True
+        if self.cancelled is not None and self.cancelled():
+            out.finish = "cancelled"
+            return True
+        return False
+
+    def _text(self, text: str) -> None:
         if text:
-            pieces.append(text)
-            if on_text is not None:
-                on_text(text)
+            self.pieces.append(text)
+            if self.on_text is not None:
+                self.on_text(text)
+
+    def close(self) -> Generation:
+        self._text(self.utf8.decode(b"", final=True))
+        self.out.text = "".join(self.pieces)
+        return self.out
+
+
+def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
+             on_text=None, cancelled=None, drafter=None, policy: "DraftPolicy | None" = None
+             ) -> Generation:
+    """Generate after the live context (whose last token's logits are ready)."""
+    stream = Stream(model, max_tokens, on_text, cancelled)
+    if max_tokens <= 0 or (cancelled is not None and cancelled()):
+        stream.out.finish = "cancelled" if max_tokens > 0 else "length"
+        return stream.close()
+    context = cache.live.tolist()
+    decoded: list[int] = []
+    try:
+        _run(model, cache, sampler, stream, context, decoded, drafter, policy or DraftPolicy())
+    finally:
+        cache.mark_decoded(decoded)  # keep the cache's token list true to the KV, whatever happens
+    return stream.close()
+
+
+def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> None:
+    out, decoder = stream.out, cache.decoder
+    position = len(context)
+    token = sampler.sample(model.ctx)
+    while not stream.emit(token):
         if position + 1 >= model.n_ctx:
             out.finish = "context"
-            break
-        cache.decoder.step(token, position)
+            return
+        context.append(token)
+        room = min(stream.max_tokens - len(out.tokens), model.n_ctx - position - 2)
+        k = min(policy.length(), room) if drafter is not None else 0
+        drafts = drafter.propose(context, k) if k > 0 else []
+        out.target_forwards += 1
+        if not drafts:
+            started = time.perf_counter()
+            decoder.step(token, position)
+            decoded.append(token)
+            position += 1
+            token = sampler.sample(model.ctx)
+            policy.plain_step(time.perf_counter() - started)
+            continue
+        started = time.perf_counter()
+        decoder.verify([token] + drafts, position)
         decoded.append(token)
         position += 1
-    else:
-        out.finish = "length"
+        token, accepted, stop = _accept(sampler, model, stream, drafts, context, decoded)
+        position += accepted
+        model.forget_from(position)       # the KV of rejected guesses
+        out.drafted += len(drafts)
+        out.accepted += accepted
+        policy.verified(len(drafts), accepted, time.perf_counter() - started)
+        if stop:
+            return
+
+
+def _accept(sampler, model, stream, drafts, context, decoded):
+    """Sample at each drafted position; keep guesses while they match."""
+    accepted = 0
+    for i, guess in enumerate(drafts):
+        sampled = sampler.sample(model.ctx, i)
+        if sampled != guess:
+            return sampled, accepted, False
+        accepted += 1
+        decoded.append(guess)              # its KV row is valid: it was in the batch
+        if stream.emit(guess):
+            return None, accepted, True
+        context.append(guess)
+    return sampler.sample(model.ctx, len(drafts)), accepted, False

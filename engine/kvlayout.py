@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+VERSION = 1  # part of every KV fingerprint: bump when cutting or joining changes
+
 U32, I32U64 = struct.Struct("<I"), struct.Struct("<iQ")
 
 

@@ -1,0 +1,67 @@
+"""A smaller model that guesses the target's next tokens (speculative decoding).
+
+Its KV follows the conversation like the target's: the same prefix reuse in
+memory, and its own segments in the archive under its own fingerprint, so a
+resumed chat restores both models' state.
+"""
+
+import numpy as np
+
+from chatdb.archive import Archive
+
+from . import kvlayout
+from .decode import Decoder
+from .fingerprint import file_fingerprint, kv_fingerprint
+from .kvcache import KVCache, common_prefix
+from .layout_check import check_layout
+from .model import ContextConfig, Model
+from .model_path import resolve_model_path
+from .sampling import Sampler, SamplingSettings
+from .vocab import check_same_vocab
+
+
+class DraftModel:
+    def __init__(self, path, target: Model, archive: Archive, use_archive: bool, warn):
+        path = resolve_model_path(path)
+        config = ContextConfig(**{**target.config.__dict__})
+        self.model = Model(str(path), config)
+        try:
+            check_same_vocab(target, self.model)
+        except Exception:
+            self.model.close()
+            raise
+        self.layout, self.kv_mode = check_layout(self.model, warn)
+        cfg = self.model.config
+        self.fingerprint = kv_fingerprint(
+            file_fingerprint(path, archive.fingerprints), type_k=cfg.type_k, type_v=cfg.type_v,
+            flash_attn=cfg.flash_attn, mode=self.kv_mode, layout=kvlayout.VERSION, role="draft")
+        self.decoder = Decoder(self.model)
+        self.cache = KVCache(self.model, self.decoder, archive, self.fingerprint, self.layout,
+                             use_archive=use_archive, warn=warn)
+        self.sampler = Sampler(SamplingSettings(temperature=0))
+
+    def sync(self, context: np.ndarray) -> None:
+        """Hold the KV of `context`, computing only what differs from what is held."""
+        cache = self.cache
+        n = min(common_prefix(cache.live, context), len(context) - 1)
+        self.model.forget_from(n)
+        cache.live = cache.live[:n]
+        cache.extend(context[n:])
+
+    def propose(self, context: list[int], k: int) -> list[int]:
+        """k greedy guesses after `context`."""
+        self.sync(np.asarray(context, np.int32))
+        drafts, position = [], len(context)
+        for j in range(k):
+            token = self.sampler.sample(self.model.ctx)
+            drafts.append(token)
+            if j + 1 < k:
+                self.decoder.step(token, position)
+                self.cache.mark_decoded([token])
+                position += 1
+        return drafts
+
+    def close(self) -> None:
+        self.sampler.close()
+        self.decoder.close()
+        self.model.close()

@@ -1,0 +1,81 @@
+"""How many tokens to draft: as many as pay for their verification, or none.
+
+Verifying k drafted tokens is one forward pass over k+1 tokens, which costs
+(1 + alpha*k) single steps; with per-token acceptance p it yields
+(1 - p^(k+1)) / (1 - p) tokens. Both p and alpha are measured as the answer
+goes (running averages), and k is the length with the best yield per cost.
+When no length beats plain decoding, drafting pauses, and retries after a
+backoff that doubles each time it fails again.
+"""
+
+import time
+
+K_MAX = 16
+PAUSE_MIN, PAUSE_MAX = 16, 512
+SMOOTHING = 0.25
+
+
+def expected_tokens(p: float, k: int) -> float:
+    """Tokens one verification yields: accepted drafts plus the target's own next token."""
+    if p >= 0.999:
+        return k + 1.0
+    return (1 - p ** (k + 1)) / (1 - p)
+
+
+class DraftPolicy:
+    def __init__(self, p: float = 0.6, alpha: float = 0.15, min_gain: float = 1.0):
+        self.p, self.alpha, self.min_gain = p, alpha, min_gain
+        self.paused_for = 0
+        self.probing = False
+        self.backoff = PAUSE_MIN
+        self.step_seconds: "float | None" = None   # one plain decode step
+        self.drafted = self.accepted = self.verifications = 0
+
+    def length(self) -> int:
+        """Draft length to try now (0: decode plainly)."""
+        if self.paused_for > 0:
+            self.paused_for -= 1
+            return 0
+        k, gain = self.best()
+        if gain > self.min_gain:
+            return k
+        if self.probing:  # a pause just ended: measure again before giving up again
+            self.probing = False
+            return max(2, k)
+        self.paused_for, self.probing = self.backoff, True
+        self.backoff = min(PAUSE_MAX, self.backoff * 2)
+        return 0
+
+    def best(self) -> "tuple[int, float]":
+        gains = [(expected_tokens(self.p, k) / (1 + self.alpha * k), k) for k in range(1, K_MAX + 1)]
+        gain, k = max(gains)
+        return k, gain
+
+    def plain_step(self, seconds: float) -> None:
+        self.step_seconds = _mix(self.step_seconds, seconds)
+
+    def verified(self, drafted: int, accepted: int, seconds: float) -> None:
+        """Learn from one verification of `drafted` tokens, `accepted` of them right."""
+        self.drafted += drafted
+        self.accepted += accepted
+        self.verifications += 1
+        trials = accepted + (1 if accepted < drafted else 0)
+        if trials:
+            self.p = min(0.999, _mix(self.p, accepted / trials))
+        if self.step_seconds:
+            self.alpha = max(0.01, _mix(self.alpha, (seconds / self.step_seconds - 1) / drafted))
+        if accepted == drafted:
+            self.backoff = PAUSE_MIN
+
+
+def _mix(old: "float | None", new: float) -> float:
+    return new if old is None else old + SMOOTHING * (new - old)
+
+
+class Stopwatch:
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start
