@@ -19,7 +19,7 @@ from chatdb.archive import Archive
 from . import hardware, kvlayout
 from .decode import Decoder
 from .draft_model import DraftModel
-from .draft_policy import DraftPolicy
+from .draft_policy import ALPHA_CPU, ALPHA_GPU, DraftPolicy
 from .drafting import make_drafter, resolve_mode
 from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_fingerprint
@@ -86,7 +86,7 @@ class Engine:
         self.draft_mode = resolve_mode(draft, draft_model is not None)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
-        self.policy = DraftPolicy()
+        self.draft_cost = ALPHA_GPU if model.config.n_gpu_layers else ALPHA_CPU
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
@@ -161,8 +161,10 @@ class Engine:
         with Sampler(settings) as sampler:
             if settings.repeat_penalty != 1.0:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
+            # A fresh policy per answer: the same prompt and seed give the same batches.
+            policy = DraftPolicy(alpha=self.draft_cost)
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
-                           cancelled, drafter, self.policy)
+                           cancelled, drafter, policy)
         message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
                                        exact=not window.left_out)
         if not window.left_out:
@@ -178,17 +180,22 @@ class Engine:
             ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
             decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
             total_ms=round((end - started) * 1000, 2), left_out_messages=window.left_out,
-            warnings=list(self.warnings), speculative=self._speculative(gen))
+            warnings=list(self.warnings), speculative=self._speculative(gen, policy))
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
-        if self.draft is not None:
-            self.draft.cache.acquire(prompt, path)  # restores the draft model's KV too
+        self._draft_kv = None
+        if self.draft is not None:  # restores the draft model's KV too
+            self._draft_kv = self.draft.cache.acquire(prompt, path)
         return make_drafter(self.draft_mode, prompt.tolist(), self.draft)
 
-    def _speculative(self, gen: Generation) -> dict:
-        return {"mode": self.draft_mode, "drafted": gen.drafted, "accepted": gen.accepted,
-                "acceptance_rate": round(gen.accepted / gen.drafted, 3) if gen.drafted else None,
-                "target_forwards": gen.target_forwards, "draft_length": self.policy.best()[0]}
+    def _speculative(self, gen: Generation, policy: DraftPolicy) -> dict:
+        figures = {"mode": self.draft_mode, "drafted": gen.drafted, "accepted": gen.accepted,
+                   "acceptance_rate": round(gen.accepted / gen.drafted, 3) if gen.drafted else None,
+                   "target_forwards": gen.target_forwards, "draft_length": policy.best()[0]}
+        if self._draft_kv is not None:
+            figures["draft_kv"] = {"restored_tokens": self._draft_kv.restored_tokens,
+                                   "source": self._draft_kv.source}
+        return figures
 
     def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
         """Commit the answer with its exact tokens, and feed its tail to the model."""

@@ -114,14 +114,11 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> No
         drafts = drafter.propose(context, k) if k > 0 else []
         out.target_forwards += 1
         if not drafts:
-            started = time.perf_counter()
             decoder.step(token, position)
             decoded.append(token)
             position += 1
             token = sampler.sample(model.ctx)
-            policy.plain_step(time.perf_counter() - started)
             continue
-        started = time.perf_counter()
         decoder.verify([token] + drafts, position)
         decoded.append(token)
         position += 1
@@ -130,7 +127,7 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> No
         model.forget_from(position)       # the KV of rejected guesses
         out.drafted += len(drafts)
         out.accepted += accepted
-        policy.verified(len(drafts), accepted, time.perf_counter() - started)
+        policy.verified(len(drafts), accepted)
         if stop:
             return
 

@@ -1,0 +1,158 @@
+"""Decode speed with and without speculative decoding, on three kinds of task.
+
+  editing     a small change to 60 lines of code (the answer repeats most of them)
+  quotation   quoting from a long earlier message of the conversation
+  prose       free writing (little to copy: drafting must not cost anything)
+
+Greedy decoding, so both runs produce the same tokens; `--draft auto` (the
+default: prompt lookup, adaptive) against `--draft off`, alternating over
+--repeat rounds in one process; medians compared.
+
+    python bench/speculative.py [--repeat 3] [--max-tokens 400]
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from chatdb.archive import Archive  # noqa: E402
+from engine.chat import Engine  # noqa: E402
+from engine.sampling import SamplingSettings  # noqa: E402
+
+CODE = '''import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Settings:
+    name: str
+    path: Path
+    retries: int = 3
+    timeout: float = 10.0
+    tags: list = field(default_factory=list)
+
+
+def load_config(path):
+    """Read settings from a JSON file."""
+    with open(path) as handle:
+        data = json.load(handle)
+    return Settings(
+        name=data["name"],
+        path=Path(data["path"]),
+        retries=data.get("retries", 3),
+        timeout=data.get("timeout", 10.0),
+        tags=data.get("tags", []),
+    )
+
+
+def save_config(settings, path):
+    """Write settings to a JSON file."""
+    data = {
+        "name": settings.name,
+        "path": str(settings.path),
+        "retries": settings.retries,
+        "timeout": settings.timeout,
+        "tags": settings.tags,
+    }
+    with open(path, "w") as handle:
+        json.dump(data, handle, indent=2)
+
+
+def find_configs(folder):
+    """All JSON files in a folder."""
+    found = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            found.append(Path(folder) / name)
+    return found
+
+
+def main():
+    for path in find_configs("."):
+        settings = load_config(path)
+        print(settings.name, settings.retries)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+PASSAGE = """The lighthouse stood on a rock a mile from the shore, and for forty years the same family kept its lamp. Every evening the keeper climbed the one hundred and twelve steps, trimmed the wick, wound the clockwork that turned the lens, and wrote the weather in a book bound in green cloth.
+
+In the winter of the great storm the supply boat could not reach the rock for six weeks. The keeper and his daughter lived on salted fish and tea, and burned the last of the oil on the night the storm was worst, because a ship had been seen to the south, fighting the wind.
+
+When the weather cleared, the ship was found safe in the bay, its captain swearing that the light had never once gone dark. The keeper said nothing of the oil. He only wrote in the green book that the wind had been from the north-east, and strong."""
+
+TASKS = {
+    "editing": [("user", f"Here is a Python file:\n\n```python\n{CODE}```\n\n"
+                         "Rename the function load_config to read_config everywhere and show "
+                         "the whole file.")],
+    "quotation": [("user", f"Please keep this text for later:\n\n{PASSAGE}"),
+                  ("assistant", "I have kept the text. What would you like to do with it?"),
+                  ("user", "Quote the second and third paragraphs exactly, word for word.")],
+    "prose": [("user", "Write a short story about a fox who learns to read.")],
+}
+
+
+def run(engine: Engine, archive: Archive, turns, max_tokens: int):
+    conv = archive.create_conversation("bench")
+    for role, text in turns[:-1]:
+        archive.add_message(conv.id, role, text)
+    settings = SamplingSettings(temperature=0, max_tokens=max_tokens)
+    return engine.reply(conv.id, turns[-1][1], sampling=settings)
+
+
+def same_prefix(archive, engine, plain_id: int, spec_id: int) -> str:
+    a = archive.tokens.get(plain_id, engine.tokenizer).tolist()
+    b = archive.tokens.get(spec_id, engine.tokenizer).tolist()
+    if a == b:
+        return "all"
+    return str(next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=400)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp, Archive.open(Path(tmp) / "s.db") as archive:
+        plain = Engine.open(archive, use_kv=False, draft="off")
+        spec = Engine.open(archive, use_kv=False, draft="auto")
+        for name, turns in TASKS.items():
+            base, fast, figures = [], [], []
+            for _ in range(args.repeat):
+                a = run(plain, archive, turns, args.max_tokens)
+                b = run(spec, archive, turns, args.max_tokens)
+                same = same_prefix(archive, plain, a.message_id, b.message_id)
+                base.append(a.decode_tokens_per_s)
+                fast.append(b.decode_tokens_per_s)
+                figures.append(b.speculative)
+            rows.append((name, a.completion_tokens, statistics.median(base),
+                         statistics.median(fast), figures, same))
+        plain.close()
+        spec.close()
+    print(f"\nDecode tokens/s, greedy, median of {args.repeat} alternating runs (same output both ways)")
+    print(f"{'task':<10} {'tokens':>6} {'plain':>7} {'auto':>7} {'speedup':>8} {'accepted':>9} {'drafted':>8} {'rate':>6} {'fwd':>5} {'k':>3} {'same':>5}")
+    for name, n, b, f, figs, same in rows:
+        last = figs[-1]
+        rate = f"{last['acceptance_rate']:.2f}" if last["acceptance_rate"] is not None else "-"
+        print(f"{name:<10} {n:>6} {b:>7.1f} {f:>7.1f} {f / b:>7.2f}x {last['accepted']:>9} "
+              f"{last['drafted']:>8} {rate:>6} {last['target_forwards']:>5} {last['draft_length']:>3} "
+              f"{same:>5}")
+    print("accepted/drafted/rate/fwd: guesses accepted, guesses made, their ratio, and target-model "
+          "forward passes, in the last auto run; k: draft length the policy settled on;\n"
+          "same: tokens both answers share from the start ('all' if identical). llama.cpp's CPU "
+          "attention sums\nsingle-token steps over 512+ cells in per-thread chunks, batches in one "
+          "pass: near-ties can flip.")
+
+
+if __name__ == "__main__":
+    main()
