@@ -64,7 +64,7 @@ class TurnResult:
 class Engine:
     def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
-                 warn=None, draft: str = "auto", draft_model=None):
+                 warn=None, draft: str = "auto", draft_model=None, kv_mode: str = "auto"):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()
@@ -72,7 +72,10 @@ class Engine:
         self._warn_cb = warn
         model_fp = file_fingerprint(model.path, archive.fingerprints)
         self.tokenizer = tokenizer_id(model, model_fp)
-        self.layout, self.kv_mode = check_layout(model, self.warn)
+        # "snapshot" stores whole states even where rows could be cut (the
+        # fallback for sliding-window, recurrent and hybrid models).
+        self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
+                                     else check_layout(model, self.warn))
         cfg = model.config
         self.fingerprint = kv_fingerprint(
             model_fp, type_k=cfg.type_k, type_v=cfg.type_v, flash_attn=cfg.flash_attn,
@@ -91,7 +94,7 @@ class Engine:
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
              use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None,
-             draft: str = "auto", draft_model=None) -> "Engine":
+             draft: str = "auto", draft_model=None, kv_mode: str = "auto") -> "Engine":
         path = resolve_model_path(model_path)
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
         report = hardware.detect()
@@ -99,7 +102,7 @@ class Engine:
         model = Model(str(path), chosen.config)
         try:
             return cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
-                       draft, draft_model)
+                       draft, draft_model, kv_mode)
         except Exception:
             model.close()
             raise

@@ -137,3 +137,24 @@ def test_switching_conversations_reuses_memory(open_engine):
     assert back.kv_source == "memory"
     assert back.restored_tokens > 100
     assert GREEDY.max_tokens == 24
+
+
+def test_snapshot_mode_resumes_from_whole_states(tmp_path, open_engine):
+    """The fallback for models whose KV cannot be cut into rows."""
+    archive, engine = open_engine(tmp_path / "one.db", kv_mode="snapshot")
+    assert engine.kv_mode == "snapshot"
+    conv = archive.create_conversation("s")
+    first = engine.reply(conv.id, FIRST)
+    expected = engine.reply(conv.id, SECOND)
+    engine.flush()
+    kinds = {k for (k,) in archive.conn.execute("SELECT DISTINCT kind FROM kv_segments")}
+    assert kinds == {"snapshot"}
+
+    # A new engine (nothing in memory) resumes the first answer from its snapshot.
+    archive2, fresh = open_engine(tmp_path / "one.db", kv_mode="snapshot")
+    fork = archive2.fork(first.message_id)
+    result = fresh.reply(fork.id, SECOND)
+    assert result.kv_source == "archive"
+    assert result.restored_tokens == sum(
+        len(archive2.tokens.get(m.id, fresh.tokenizer)) for m in archive2.path(first.message_id))
+    assert result.text == expected.text
