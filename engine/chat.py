@@ -161,7 +161,7 @@ class Engine:
         acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
                                       progress)
         drafter = self._drafter(prompt, None if window.left_out else window.tokens)
-        with Sampler(settings) as sampler:
+        with Sampler(settings, self.model.n_vocab) as sampler:
             if settings.repeat_penalty != 1.0:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
             # A fresh policy per answer: the same prompt and seed give the same batches.

@@ -28,14 +28,17 @@ class SamplingSettings:
 class Sampler:
     """A llama.cpp sampler chain (runs in C: no logit rows copied into Python)."""
 
-    def __init__(self, settings: SamplingSettings):
+    def __init__(self, settings: SamplingSettings, n_vocab: int = 0):
         self.settings = s = settings
         params = llama_cpp.llama_sampler_chain_default_params()
         params.no_perf = True
         self.chain = llama_cpp.llama_sampler_chain_init(params)
         add = lambda smpl: llama_cpp.llama_sampler_chain_add(self.chain, smpl)  # noqa: E731
         if s.repeat_penalty != 1.0:
-            add(llama_cpp.llama_sampler_init_penalties(s.repeat_last_n, s.repeat_penalty, 0.0, 0.0))
+            if n_vocab <= 0:
+                raise ValueError("the repeat penalty needs the vocabulary size")
+            add(llama_cpp.llama_sampler_init_penalties(
+                n_vocab, s.repeat_last_n, s.repeat_penalty, 0.0, 0.0))
         if s.greedy:
             add(llama_cpp.llama_sampler_init_greedy())
             return
