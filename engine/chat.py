@@ -16,10 +16,10 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from . import hardware, kvlayout
+from . import cpu_costs, hardware, kvlayout
 from .decode import Decoder
 from .draft_model import DraftModel
-from .draft_policy import ALPHA_CPU, ALPHA_GPU, DraftPolicy
+from .draft_policy import ALPHA_GPU, DraftPolicy
 from .drafting import make_drafter, resolve_mode
 from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_fingerprint
@@ -89,7 +89,7 @@ class Engine:
         self.draft_mode = resolve_mode(draft, draft_model is not None)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
-        self.draft_cost = ALPHA_GPU if model.config.n_gpu_layers else ALPHA_CPU
+        self.draft_cost = cpu_costs.draft_cost if model.on_cpu else (lambda cells: ALPHA_GPU)
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
@@ -165,7 +165,7 @@ class Engine:
             if settings.repeat_penalty != 1.0:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
             # A fresh policy per answer: the same prompt and seed give the same batches.
-            policy = DraftPolicy(alpha=self.draft_cost)
+            policy = DraftPolicy(self.draft_cost)
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
                            cancelled, drafter, policy)
         message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),

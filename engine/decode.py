@@ -6,6 +6,7 @@ The position of every token is its index in the sequence; the caller keeps
 
 import llama_cpp
 
+from . import cpu_costs
 from .errors import EngineError
 from .model import Model
 
@@ -19,12 +20,15 @@ class Decoder:
     def prefill(self, tokens, start: int, progress=None) -> None:
         """Decode `tokens` at positions start.. in batches; logits for the last one only."""
         total = len(tokens)
-        for i in range(0, total, self.n_batch):
-            chunk = tokens[i: i + self.n_batch]
-            self._fill(chunk, start + i, last_logits=(i + len(chunk) == total))
+        sizes = cpu_costs.split(total, self.n_batch) if self.model.on_cpu else \
+            [min(self.n_batch, total - i) for i in range(0, total, self.n_batch)]
+        done = 0
+        for size in sizes:
+            self._fill(tokens[done: done + size], start + done, last_logits=done + size == total)
             self._decode()
+            done += size
             if progress:
-                progress(i + len(chunk), total)
+                progress(done, total)
 
     def step(self, token: int, position: int) -> None:
         """Decode one token (the hot loop: no Python lists, one call)."""

@@ -3,16 +3,15 @@
 Verifying k drafted tokens is one forward pass over k+1 tokens, which costs
 (1 + alpha*k) single steps; with per-token acceptance p it yields
 (1 - p^(k+1)) / (1 - p) tokens. p is a running average of what the answer
-accepts; alpha is the hardware's (measured once: about 0.35 on a 2-core CPU,
-near 0 on a GPU), not re-timed during the answer, so that the same prompt
-and seed give the same batches and so the same tokens. k is the length with
-the best yield per cost. When no length beats plain decoding, drafting
+accepts; alpha comes from a cost model of the backend (cpu_costs: it grows
+with the context on a CPU), not from timing the answer, so that the same
+prompt and seed give the same batches and so the same tokens. k is the
+length with the best yield per cost. When no length beats plain decoding, drafting
 pauses, and retries after a backoff that doubles each time it fails again.
 """
 
 K_MAX = 16
-ALPHA_CPU = 0.35   # extra cost of each verified guess, in single decode steps
-ALPHA_GPU = 0.05
+ALPHA_GPU = 0.05   # extra cost of each verified guess, in single decode steps
 PAUSE_MIN, PAUSE_MAX = 16, 512
 SMOOTHING = 0.25
 
@@ -25,14 +24,16 @@ def expected_tokens(p: float, k: int) -> float:
 
 
 class DraftPolicy:
-    def __init__(self, p: float = 0.6, alpha: float = ALPHA_CPU, min_gain: float = 1.0):
-        self.p, self.alpha, self.min_gain = p, alpha, min_gain
+    def __init__(self, cost=lambda cells: ALPHA_GPU, p: float = 0.6, min_gain: float = 1.0):
+        self.cost, self.p, self.min_gain = cost, p, min_gain
+        self.alpha = cost(0)
         self.paused_for = 0
         self.probing = False
         self.backoff = PAUSE_MIN
 
-    def length(self) -> int:
-        """Draft length to try now (0: decode plainly)."""
+    def length(self, cells: int = 0) -> int:
+        """Draft length to try now, with `cells` tokens of context (0: decode plainly)."""
+        self.alpha = self.cost(cells)
         if self.paused_for > 0:
             self.paused_for -= 1
             return 0

@@ -110,7 +110,7 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> No
             return
         context.append(token)
         room = min(stream.max_tokens - len(out.tokens), model.n_ctx - position - 2)
-        k = min(policy.length(), room) if drafter is not None else 0
+        k = min(policy.length(position), room) if drafter is not None else 0
         drafts = drafter.propose(context, k) if k > 0 else []
         out.target_forwards += 1
         if not drafts:

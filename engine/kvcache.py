@@ -15,7 +15,7 @@ import numpy as np
 from chatdb.archive import Archive
 from chatdb.kv import CorruptKV
 
-from . import kvlayout
+from . import cpu_costs, kvlayout
 from .decode import Decoder
 from .model import Model
 from .prompt import PathTokens
@@ -105,6 +105,8 @@ class KVCache:
         restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
         if source == "live" and n == 0:
             source = "none"
+        if self.model.on_cpu:  # a full tile can beat a few rows computed one by one
+            n = cpu_costs.compute_from(n, len(target))
         self.model.forget_from(n)
         self.live = self.live[:n] if source in ("live", "none") else target[:n].copy()
         computed = target[n:]

@@ -68,6 +68,11 @@ class Model:
         return self.config.n_ctx
 
     @property
+    def on_cpu(self) -> bool:
+        """Every layer runs on the CPU backend (see cpu_costs)."""
+        return self.config.n_gpu_layers == 0
+
+    @property
     def n_layer(self) -> int:
         return llama_cpp.llama_model_n_layer(self.model)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from chatdb.archive import Archive
+from engine import cpu_costs
 from engine.draft_policy import PAUSE_MIN, DraftPolicy
 from engine.errors import EngineError
 from engine.generate import generate
@@ -29,7 +30,8 @@ def _prompt(engine, text):
 def _generate(engine, prompt, settings, drafter=None, n=120):
     engine.cache.acquire(prompt, None)
     with Sampler(settings) as sampler:
-        return generate(engine.model, engine.cache, sampler, n, drafter=drafter, policy=DraftPolicy())
+        return generate(engine.model, engine.cache, sampler, n, drafter=drafter,
+                        policy=DraftPolicy(cpu_costs.draft_cost))
 
 
 def test_lookup_greedy_output_equals_plain_decoding(open_engine):
@@ -101,8 +103,8 @@ def test_sampling_with_drafts_follows_the_target_distribution(open_engine, model
 
 
 def test_policy_switches_drafting_off_and_retries_later():
-    policy = DraftPolicy()
-    assert policy.length() > 0
+    policy = DraftPolicy(cpu_costs.draft_cost)
+    assert policy.length(cells=100) > 0
     for _ in range(6):  # guesses never accepted
         policy.verified(4, 0)
 
@@ -156,3 +158,9 @@ def test_resume_restores_the_draft_models_kv(tmp_path, model_path):
             "SELECT count(DISTINCT fingerprint) FROM kv_segments").fetchone()[0]
     assert fingerprints == 2
     assert first["speculative"]["drafted"] > 0
+
+
+def test_drafts_get_shorter_as_verification_gets_dearer():
+    policy = DraftPolicy(cpu_costs.draft_cost, p=0.9)
+    short, long = policy.length(cells=100), policy.length(cells=3000)
+    assert short > long
