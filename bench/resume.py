@@ -41,11 +41,23 @@ def chatdb(db, *args) -> dict:
     return json.loads(proc.stdout)
 
 
+def tokens_per_turn() -> int:
+    """Prompt tokens one question-and-answer pair of build_chat adds (with ChatML framing)."""
+    from engine.model import ContextConfig, Model
+    from engine.model_path import resolve_model_path
+    model = Model(str(resolve_model_path()), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
+                                                           flash_attn=True))
+    try:
+        return len(model.tokenize(FILLER * 9)) + 16
+    finally:
+        model.close()
+
+
 def build_chat(db, n_tokens: int) -> int:
     """A conversation of about n_tokens, its KV stored by one real turn."""
     with Archive.open(db) as archive:
         conv = archive.create_conversation(f"{n_tokens} tokens", system_prompt="You are helpful.")
-        turns = max(1, n_tokens // 400)
+        turns = max(1, round(n_tokens / tokens_per_turn()))
         for i in range(turns):
             archive.add_message(conv.id, "user", f"Question {i}: " + FILLER * 4)
             archive.add_message(conv.id, "assistant", FILLER * 5)

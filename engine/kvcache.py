@@ -6,7 +6,10 @@ chats), and the archive (any message of any conversation, any process).
 Whatever none of them holds is computed.
 """
 
+import functools
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -161,15 +164,13 @@ class KVCache:
         return self._load(state)
 
     def _assemble(self, message_id: int) -> bytes:
-        raws, total = [], 0
-        for segment in self.archive.kv.rows_along_path(message_id, self.fingerprint):
-            try:
-                raws.append(segment.decode())
-            except CorruptKV as exc:
+        segments = self.archive.kv.rows_along_path(message_id, self.fingerprint)
+        raws = list(_decoder_pool().map(_decode_or_none, segments))  # zstd runs without the GIL
+        for segment, raw in zip(segments, raws):
+            if isinstance(raw, CorruptKV):
                 self._drop(segment.message_id)
-                raise CorruptKV(f"message {segment.message_id}: {exc}") from None
-            total += segment.n_tokens
-        return kvlayout.assemble(self.layout, raws, total)
+                raise CorruptKV(f"message {segment.message_id}: {raw}")
+        return kvlayout.assemble(self.layout, raws, sum(s.n_tokens for s in segments))
 
     def _drop(self, message_id: int) -> None:
         """Delete a corrupt segment so the recomputed one can replace it."""
@@ -183,7 +184,7 @@ class KVCache:
             self.warn(f"stored KV state is damaged ({exc}); recomputing")
 
     def _load(self, state) -> bool:
-        ok = self.model.set_state(bytes(state))
+        ok = self.model.set_state(state)
         if not ok:
             self._report_corrupt(-1, Exception("llama.cpp refused the state"))
         return ok
@@ -192,3 +193,17 @@ class KVCache:
         """Keep the live state in memory before another replaces it."""
         if self.live not in self.memory:
             self.memory.put(self.live, self.model.get_state())
+
+
+def _decode_or_none(segment):
+    """The raw rows, or the CorruptKV (raised in the caller, which knows what to drop)."""
+    try:
+        return segment.decode()
+    except CorruptKV as exc:
+        return exc
+
+
+@functools.lru_cache(maxsize=1)
+def _decoder_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1),
+                              thread_name_prefix="chatdb-kv-decode")

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 
 import llama_cpp
+import numpy as np
 from llama_cpp._internals import LlamaContext, LlamaModel
 
 from .errors import EngineError
@@ -148,11 +149,12 @@ class Model:
         written = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, 0)
         return memoryview(buf).cast("B")[:written]
 
-    def set_state(self, data: bytes) -> bool:
-        """Load a sequence state; False if llama.cpp refused it (the memory is then cleared)."""
+    def set_state(self, data) -> bool:
+        """Load a sequence state (any buffer); False if llama.cpp refused it (memory then cleared)."""
         self.clear()
-        src = ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_uint8))  # no copy
-        if llama_cpp.llama_state_seq_set_data(self.ctx, src, len(data), 0) == 0:
+        buf = np.frombuffer(data, np.uint8)  # no copy
+        src = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        if llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, 0) == 0:
             self.clear()
             return False
         return True

@@ -187,3 +187,8 @@ def test_failed_commit_does_not_leave_the_connection_inside_a_transaction(archiv
     assert not archive.conn.in_transaction
     archive.add_message(conv.id, "user", "committed")
     assert other_connection_sees(db_path, "SELECT content FROM messages") == [("committed",)]
+
+
+def test_new_archive_has_large_pages_for_kv_blobs(archive):
+    from chatdb.connection import PAGE_SIZE
+    assert archive.conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
