@@ -61,9 +61,10 @@ def bare_loop(engine: Engine, prompt_tokens: list[int], n: int) -> float:
     return (n - 1) / elapsed
 
 
-def chatdb_rate(engine: Engine, archive: Archive, n: int) -> float:
+def chatdb_rate(engine: Engine, archive: Archive, n: int, draft: str) -> float:
     conv = archive.create_conversation("bench")
     engine.cache.reset()
+    engine.draft_mode = draft
     result = engine.reply(conv.id, PROMPT, sampling=SamplingSettings(temperature=0, max_tokens=n))
     if result.completion_tokens < n:
         raise SystemExit(f"the answer ended after {result.completion_tokens} tokens; lower --tokens")
@@ -78,18 +79,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, Archive.open(Path(tmp) / "b.db") as archive:
         engine = Engine.open(archive, use_kv=False)
         prompt = engine.prompts.piece_tokens([], {"role": "user", "content": PROMPT})
-        bare, ours = [], []
+        runs = {"bare llama.cpp loop": [], "chatdb, --draft off": [], "chatdb, --draft auto": []}
         for _ in range(args.repeat):
-            bare.append(bare_loop(engine, prompt, args.tokens))
-            ours.append(chatdb_rate(engine, archive, args.tokens))
+            runs["bare llama.cpp loop"].append(bare_loop(engine, prompt, args.tokens))
+            runs["chatdb, --draft off"].append(chatdb_rate(engine, archive, args.tokens, "off"))
+            runs["chatdb, --draft auto"].append(chatdb_rate(engine, archive, args.tokens, "lookup"))
         engine.close()
-    b, o = statistics.median(bare), statistics.median(ours)
+    base = statistics.median(runs["bare llama.cpp loop"])
     print(f"\nDecode rate, {args.tokens} tokens, median of {args.repeat} alternating runs")
-    print(f"{'loop':<22} {'tokens/s':>9} {'ratio':>7}")
-    print(f"{'bare llama.cpp loop':<22} {b:>9.1f} {1.0:>7.3f}")
-    print(f"{'chatdb Engine.reply':<22} {o:>9.1f} {o / b:>7.3f}")
-    print(f"runs (bare): {', '.join(f'{x:.1f}' for x in bare)}")
-    print(f"runs (chatdb): {', '.join(f'{x:.1f}' for x in ours)}")
+    print(f"{'loop':<22} {'tokens/s':>9} {'ratio':>7}   runs")
+    for name, rates in runs.items():
+        median = statistics.median(rates)
+        print(f"{name:<22} {median:>9.1f} {median / base:>7.3f}   {', '.join(f'{x:.1f}' for x in rates)}")
 
 
 if __name__ == "__main__":

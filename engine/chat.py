@@ -19,7 +19,7 @@ from chatdb.archive import Archive
 from . import cpu_costs, hardware, kvlayout
 from .decode import Decoder
 from .draft_model import DraftModel
-from .draft_policy import ALPHA_GPU, DraftPolicy
+from .draft_policy import DraftPolicy, gpu_cost
 from .drafting import make_drafter, resolve_mode
 from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_fingerprint
@@ -89,7 +89,7 @@ class Engine:
         self.draft_mode = resolve_mode(draft, draft_model is not None)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
-        self.draft_cost = cpu_costs.draft_cost if model.on_cpu else (lambda cells: ALPHA_GPU)
+        self.draft_cost = cpu_costs.verify_cost if model.on_cpu else gpu_cost
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,

@@ -8,9 +8,10 @@ measured on SmolLM2-135M (2 cores); what matters are their ratios.
 """
 
 TILE = 64                     # ggml-cpu GGML_FA_TILE_Q: batches this large are tiled
-STEP_BASE, STEP_PER_CELL = 15.4, 0.0143      # one token (split path)
-ROW_BASE, ROW_PER_CELL = 4.0, 0.0163         # each row of a batch under TILE
-TILED_BASE, TILED_PER_CELL = 3.9, 0.0015     # each row of a tiled batch
+STEP_BASE, STEP_PER_CELL = 13.3, 0.0143      # one token (split path)
+BATCH_BASE = 7.0                             # a batch of 2..63 rows: this, plus per row
+ROW_BASE, ROW_PER_CELL = 5.6, 0.0114
+TILED_BASE, TILED_PER_CELL = 4.1, 0.0011     # each row of a tiled batch
 
 
 def step(cells: int) -> float:
@@ -20,14 +21,14 @@ def step(cells: int) -> float:
 def batch(rows: int, cells: int) -> float:
     if rows == 1:
         return step(cells)
-    per_row = (TILED_BASE + TILED_PER_CELL * cells if rows >= TILE
-               else ROW_BASE + ROW_PER_CELL * cells)
-    return rows * per_row
+    if rows >= TILE:
+        return rows * (TILED_BASE + TILED_PER_CELL * cells)
+    return BATCH_BASE + rows * (ROW_BASE + ROW_PER_CELL * cells)
 
 
-def draft_cost(cells: int) -> float:
-    """Extra cost of verifying one more guessed token, in single steps (alpha)."""
-    return (ROW_BASE + ROW_PER_CELL * cells) / step(cells)
+def verify_cost(k: int, cells: int) -> float:
+    """Verifying k guesses (k+1 rows), in single decode steps."""
+    return batch(k + 1, cells) / step(cells)
 
 
 def compute_from(restored: int, target: int) -> int:

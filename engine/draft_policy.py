@@ -1,17 +1,22 @@
 """How many tokens to draft: as many as pay for their verification, or none.
 
 Verifying k drafted tokens is one forward pass over k+1 tokens, which costs
-(1 + alpha*k) single steps; with per-token acceptance p it yields
+cost(k, cells) single steps; with per-token acceptance p it yields
 (1 - p^(k+1)) / (1 - p) tokens. p is a running average of what the answer
-accepts; alpha comes from a cost model of the backend (cpu_costs: it grows
-with the context on a CPU), not from timing the answer, so that the same
-prompt and seed give the same batches and so the same tokens. k is the
-length with the best yield per cost. When no length beats plain decoding, drafting
+accepts; the cost comes from a model of the backend (cpu_costs: on a CPU it
+grows with the context, and a batch of 64 rows is much cheaper per row than
+fewer), not from timing the answer, so that the same prompt and seed give
+the same batches and so the same tokens. k is the length with the best
+yield per cost: up to 16, or 63 (a full tile) when nearly every guess holds. When no length beats plain decoding, drafting
 pauses, and retries after a backoff that doubles each time it fails again.
 """
 
-K_MAX = 16
-ALPHA_GPU = 0.05   # extra cost of each verified guess, in single decode steps
+LENGTHS = (*range(1, 17), 63)
+ALPHA_GPU = 0.05   # extra cost of each verified guess on a GPU, in single decode steps
+
+
+def gpu_cost(k: int, cells: int) -> float:
+    return 1 + ALPHA_GPU * k
 PAUSE_MIN, PAUSE_MAX = 16, 512
 SMOOTHING = 0.25
 
@@ -24,16 +29,16 @@ def expected_tokens(p: float, k: int) -> float:
 
 
 class DraftPolicy:
-    def __init__(self, cost=lambda cells: ALPHA_GPU, p: float = 0.6, min_gain: float = 1.0):
+    def __init__(self, cost=gpu_cost, p: float = 0.6, min_gain: float = 1.0):
         self.cost, self.p, self.min_gain = cost, p, min_gain
-        self.alpha = cost(0)
+        self.cells = 0
         self.paused_for = 0
         self.probing = False
         self.backoff = PAUSE_MIN
 
     def length(self, cells: int = 0) -> int:
         """Draft length to try now, with `cells` tokens of context (0: decode plainly)."""
-        self.alpha = self.cost(cells)
+        self.cells = cells
         if self.paused_for > 0:
             self.paused_for -= 1
             return 0
@@ -48,7 +53,7 @@ class DraftPolicy:
         return 0
 
     def best(self) -> "tuple[int, float]":
-        gains = [(expected_tokens(self.p, k) / (1 + self.alpha * k), k) for k in range(1, K_MAX + 1)]
+        gains = [(expected_tokens(self.p, k) / self.cost(k, self.cells), k) for k in LENGTHS]
         gain, k = max(gains)
         return k, gain
 

@@ -19,4 +19,6 @@ def test_a_few_tokens_after_a_long_context_are_computed_as_a_full_tile():
 
 
 def test_verification_gets_dearer_with_context():
-    assert cpu_costs.draft_cost(100) < cpu_costs.draft_cost(1000) < cpu_costs.draft_cost(4000) < 1.2
+    k = 4
+    assert cpu_costs.verify_cost(k, 100) < cpu_costs.verify_cost(k, 1000) < cpu_costs.verify_cost(k, 4000)
+    assert cpu_costs.verify_cost(63, 1000) < cpu_costs.verify_cost(40, 1000)  # a full tile
