@@ -1,0 +1,1 @@
+"""The `chatdb` command: the interactive console and the scripting subcommands."""

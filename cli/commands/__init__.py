@@ -1,0 +1,15 @@
+"""The subcommand table.
+
+Each module here exposes `register(subparsers)`, which adds its parser(s)
+with options.add_command() and sets `func=run`, where `run(args) -> int` is
+the exit status. To add a subcommand, write its module and list it below.
+"""
+
+from . import ask, chat, doctor, export, fork, import_, list_, manage, search, show
+
+MODULES = (chat, ask, list_, show, search, fork, manage, export, import_, doctor)
+
+
+def register_all(subparsers) -> None:
+    for module in MODULES:
+        module.register(subparsers)

@@ -1,0 +1,52 @@
+"""`chatdb doctor`: what llama.cpp was built with, the devices it sees, the settings chosen."""
+
+from .. import output
+from .model_options import add_model_options
+from .options import add_command, open_archive
+
+DESCRIPTION = """\
+Report the compute backends llama.cpp was built with (CUDA, ROCm/HIP, Metal,
+Vulkan, SYCL, CPU), the devices present with their memory, and the settings
+chosen for the model: layers offloaded, flash attention, threads, context
+size, and how KV state is stored."""
+
+
+def register(subparsers) -> None:
+    parser = add_command(subparsers, "doctor", run, help="show backends, devices and settings",
+                         description=DESCRIPTION)
+    add_model_options(parser)
+
+
+def run(args) -> int:
+    from engine.chat import Engine
+
+    with open_archive(args) as archive:
+        engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=False)
+        try:
+            report = engine.describe()
+        finally:
+            engine.close()
+    if args.json:
+        output.print_json(report)
+        return 0
+    _print(report)
+    return 0
+
+
+def _print(report: dict) -> None:
+    hw, model, settings, kv = report["hardware"], report["model"], report["settings"], report["kv"]
+    p = output.print_text
+    p(f"llama-cpp-python {hw['llama_cpp_python']}; backends: {', '.join(hw['backends'])}")
+    for d in hw["devices"]:
+        mem = f"{d['memory_free'] / 2**30:.1f} of {d['memory_total'] / 2**30:.1f} GiB free"
+        p(f"  device {d['name']} ({d['type']}, {d['backend']}): {d['description']}; {mem}")
+    p(f"cores: {hw['physical_cores']} physical, {hw['logical_cores']} logical; "
+      f"GPU offload supported: {'yes' if hw['gpu_offload'] else 'no'}")
+    p(f"model: {model['path']}")
+    p(f"  {model['description']}, {model['size_bytes'] / 2**20:.0f} MiB, trained context "
+      f"{model['n_ctx_train']}, chat template: {model['chat_template']}")
+    p(f"settings: {settings['offload']}; context {settings['n_ctx']} tokens; "
+      f"{settings['n_threads']} threads; flash attention {'on' if settings['flash_attn'] else 'off'}")
+    per_token = kv["bytes_per_token"]
+    p(f"KV state: {kv['mode']}" + (f", {per_token} bytes per token" if per_token else "")
+      + f"; fingerprint {kv['fingerprint']}")

@@ -1,0 +1,61 @@
+"""`chatdb import FILE`: a chatdb export or a ChatGPT export, all or nothing."""
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from chatdb.importer import import_bytes
+
+from .. import output
+from .options import add_command, open_archive
+
+DESCRIPTION = """\
+Import conversations from FILE (- for stdin). The format is recognised:
+  - chatdb's own JSON export (`chatdb export`);
+  - the conversations.json of a ChatGPT data export, or the export's .zip.
+Every branch is kept, with titles and times. From ChatGPT, only visible text
+from system, user and assistant is kept (tool calls, hidden and image-only
+messages are skipped; replies below them move up to the nearest kept one).
+
+The import is one transaction: a file with any error changes nothing, and
+the error names what is wrong and where. Conversations and messages already
+in the archive (same uid) are skipped, so importing a file twice adds nothing.
+
+JSON: {file, format, conversations, messages, duplicate_conversations,
+duplicate_messages, skipped}"""
+
+
+def register(subparsers) -> None:
+    parser = add_command(subparsers, "import", run, help="import a chatdb or ChatGPT export",
+                         description=DESCRIPTION)
+    parser.add_argument("file", metavar="FILE", help="the file to import, or - for stdin")
+
+
+def run(args) -> int:
+    name, data = _read(args.file)
+    with open_archive(args) as archive:
+        report = import_bytes(archive, data, source=name)
+    if args.json:
+        output.print_json({"file": name, **asdict(report)})
+        return 0
+    output.print_text(
+        f"imported {_count(report.conversations, 'conversation')} and "
+        f"{_count(report.messages, 'message')} from {name} ({report.format})")
+    if report.duplicate_conversations or report.duplicate_messages:
+        output.print_text(
+            f"already in the archive: {_count(report.duplicate_conversations, 'conversation')}, "
+            f"{_count(report.duplicate_messages, 'message')}")
+    if report.skipped:
+        output.print_text(f"skipped {_count(report.skipped, 'entry', 'entries')} "
+                          "that are not text chatdb keeps (tool calls, hidden or image-only)")
+    return 0
+
+
+def _read(file: str) -> tuple[str, bytes]:
+    if file == "-":
+        return "<stdin>", sys.stdin.buffer.read()
+    return file, Path(file).expanduser().read_bytes()
+
+
+def _count(n: int, one: str, many: "str | None" = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"

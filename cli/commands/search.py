@@ -1,0 +1,68 @@
+"""`chatdb search QUERY`: full-text search over every message, best first."""
+
+from chatdb.archive import ROLES
+from chatdb.search import MARK_END, MARK_START, mark, search
+
+from .. import output
+from . import refs
+from .options import add_command, open_archive, positive_int
+
+JSON_MARK = "**"  # around matched words in --json snippets, and in plain text without colour
+
+DESCRIPTION = f"""\
+Search every message (all conversations, all branches), best match first.
+FTS5 syntax works ("a phrase", prefix*, OR, NOT, NEAR(...)); other text is
+searched as plain words.
+
+In the snippets, matched words are highlighted in a terminal and wrapped in
+{JSON_MARK} otherwise (NO_COLOR set, output not a terminal, or --json).
+
+JSON: [{{conversation_id, message_id, role, snippet, title, created_at,
+score}}, ...]
+
+Dates (--since, --until) are ISO 8601: 2024-05-01 or 2024-05-01T14:30, UTC
+unless an offset is given; a bare --until date includes that whole day."""
+
+
+def register(subparsers) -> None:
+    parser = add_command(subparsers, "search", run, help="search messages", description=DESCRIPTION)
+    parser.add_argument("query", metavar="QUERY", nargs="+", help="words to look for")
+    parser.add_argument("--limit", type=positive_int, default=20, metavar="N",
+                        help="at most N hits (default 20)")
+    parser.add_argument("--conv", metavar="CONV", help="only in this conversation (number or uid)")
+    parser.add_argument("--role", choices=ROLES, help="only messages by this role")
+    parser.add_argument("--since", metavar="DATE", help="only messages from DATE on")
+    parser.add_argument("--until", metavar="DATE", help="only messages up to DATE")
+
+
+def run(args) -> int:
+    with open_archive(args) as archive:
+        conv_id = refs.conversation(archive, args.conv).id if args.conv else None
+        hits = search(archive.conn, " ".join(args.query), limit=args.limit,
+                      conversation_id=conv_id, role=args.role, since=args.since, until=args.until)
+    if args.json:
+        output.print_json([_hit_json(hit) for hit in hits])
+        return 0
+    color = output.use_color()
+    for number, hit in enumerate(hits):
+        if number:
+            output.print_text()
+        title = output.one_line(hit.title or "") or "(untitled)"
+        output.print_text(output.dim(
+            f"{hit.conversation_id}/{hit.message_id}  {title} · {hit.role} · "
+            f"{output.minute(hit.created_at)}", color))
+        output.print_text("  " + _snippet(hit.snippet, color))
+    return 0
+
+
+def _hit_json(hit) -> dict:
+    return {"conversation_id": hit.conversation_id, "message_id": hit.message_id,
+            "role": hit.role, "snippet": mark(hit.snippet, JSON_MARK, JSON_MARK),
+            "title": hit.title, "created_at": hit.created_at, "score": hit.score}
+
+
+def _snippet(snippet: str, color: bool) -> str:
+    text = " ".join(output.safe(snippet, keep=MARK_START + MARK_END).split())
+    if color:
+        return mark(text, output.HIGHLIGHT, output.RESET)
+    return mark(text, JSON_MARK, JSON_MARK)

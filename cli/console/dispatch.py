@@ -1,0 +1,34 @@
+"""One thing the user entered: a slash command, or a message to answer.
+
+Errors are said in one line and the session goes on; they are counted, so
+that stdin mode can end with status 1 when something failed.
+"""
+
+import sqlite3
+
+from chatdb.errors import ChatdbError
+
+from . import commands
+
+
+def handle(session, text: str) -> None:
+    if not text.strip():
+        return
+    try:
+        if text.startswith("//"):
+            session.send(text[1:])
+        elif text.startswith("/"):
+            commands.run(session, text.strip())
+        else:
+            session.send(text)
+    except ChatdbError as exc:
+        fail(session, str(exc))
+    except OSError as exc:
+        fail(session, f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
+    except sqlite3.Error as exc:
+        fail(session, f"database: {exc}")
+
+
+def fail(session, message: str) -> None:
+    session.errors += 1
+    session.render.error(message)

@@ -1,0 +1,52 @@
+"""Loading a model for the console, with progress, and saying what it runs on."""
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .render import Renderer, Waiting
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    model: "str | None"        # --model; None: $CHATDB_MODEL, else the default model
+    n_ctx: "int | None"
+    use_kv: bool
+    draft: str = "auto"        # speculative decoding: auto, lookup, model, off
+    draft_model: "str | None" = None
+
+
+def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
+    """(engine, seconds it took). Shows a progress line if loading takes over a second."""
+    from engine.chat import Engine  # llama.cpp: loaded only once the archive is known good
+    from engine.model_path import resolve_model_path
+
+    path = resolve_model_path(options.model)
+    started = time.perf_counter()
+    with Waiting(render, f"loading {path.name}"):
+        engine = Engine.open(archive, path, n_ctx=options.n_ctx, use_kv=options.use_kv,
+                             sampling=sampling, warn=render.warning, draft=options.draft,
+                             draft_model=options.draft_model)
+    return engine, time.perf_counter() - started
+
+
+def model_name(engine) -> str:
+    return Path(engine.model.path).name.removesuffix(".gguf")
+
+
+def backend_phrase(engine) -> str:
+    """`CPU (Intel Xeon, 2 threads)` or `CUDA: all layers on CUDA0 (NVIDIA H200)`."""
+    info = engine.describe()
+    hardware, settings = info["hardware"], info["settings"]
+    if settings.get("n_gpu_layers", 0) != 0:
+        gpus = [d for d in hardware["devices"] if d["type"] in ("gpu", "igpu")]
+        backend = gpus[0]["backend"] if gpus else "GPU"
+        return f"{backend}: {settings['offload']}"
+    cpu = next((d for d in hardware["devices"] if d["type"] == "cpu"), None)
+    about = f"{cpu['description']}, " if cpu and cpu["description"] else ""
+    return f"CPU ({about}{settings['n_threads']} threads)"
+
+
+def model_phrase(engine) -> str:
+    info = engine.describe()["model"]
+    return f"{model_name(engine)} ({info['description']}, {engine.model.n_ctx:,}-token context)"

@@ -1,0 +1,179 @@
+"""One console session: the archive, the engine, the current conversation and settings.
+
+A new conversation is only written to the archive with its first message:
+opening the console and leaving, or /new twice, leaves no empty conversations.
+Until then its title and system prompt wait in `pending`.
+"""
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+from chatdb.errors import ChatdbError
+from chatdb.records import Conversation, Message
+
+from ..commands.ask import title_of
+from ..interrupt import stop_on_sigint
+from .model_loading import EngineOptions, load_engine, model_name
+from .render import Renderer, Waiting
+from .stats import SessionStats, turn_line
+
+
+@dataclass
+class Pending:
+    title: str = ""
+    system: "str | None" = None
+
+
+class Frontend:
+    """What a command may ask of the user; the terminal and stdin modes implement it."""
+
+    def confirm(self, question: str) -> bool:
+        return False
+
+    def edit_text(self, text: str) -> "str | None":
+        """The user's rewrite of `text` (None: given up)."""
+        return None
+
+    def answering(self):
+        """A context around the streaming of an answer."""
+        return nullcontext()
+
+
+class Session:
+    def __init__(self, archive, engine, render: Renderer, options: EngineOptions, sampling,
+                 system: "str | None" = None, conv_id: "int | None" = None):
+        self.archive, self.engine, self.render = archive, engine, render
+        self.options, self.sampling, self.default_system = options, sampling, system
+        self.conv_id = conv_id
+        self.pending = Pending(system=system)
+        self.listed: list[int] = []      # conversation ids as numbered by the last /list
+        self.hits: list = []             # the last /search's hits
+        self.stats = SessionStats()
+        self.frontend = Frontend()
+        self.errors = 0
+        self.quitting = False
+
+    # -- where we are ------------------------------------------------------------
+
+    def conversation(self) -> "Conversation | None":
+        return self.archive.conversation(self.conv_id) if self.conv_id is not None else None
+
+    def path(self) -> list[Message]:
+        return self.archive.messages(self.conv_id) if self.conv_id is not None else []
+
+    def numbered(self, path: "list[Message] | None" = None) -> list[Message]:
+        """The path's messages as numbered on screen: 1, 2, ... (the system prompt has none)."""
+        return [m for m in (self.path() if path is None else path) if m.role != "system"]
+
+    def system_prompt(self) -> "str | None":
+        if self.conv_id is None:
+            return self.pending.system
+        path = self.path()
+        return path[0].content if path and path[0].role == "system" else None
+
+    def label(self) -> str:
+        conv = self.conversation()
+        if conv is None:
+            return "a new conversation" + (f" {self.pending.title!r}" if self.pending.title else "")
+        return f"#{conv.id} {conv.title or '(untitled)'!r}"
+
+    # -- moving ------------------------------------------------------------------
+
+    def start_new(self, title: str = "", system: "str | None" = None) -> None:
+        self.conv_id = None
+        self.pending = Pending(title, system)
+
+    def switch(self, conv_id: int) -> None:
+        self.archive.touch(conv_id)  # most recently used: what `chatdb -c` reopens
+        self.conv_id = conv_id
+
+    def ensure_conversation(self, first_text: str) -> int:
+        if self.conv_id is None:
+            conv = self.archive.create_conversation(
+                self.pending.title or title_of(first_text), system_prompt=self.pending.system,
+                model=model_name(self.engine))
+            self.conv_id = conv.id
+        return self.conv_id
+
+    # -- answering -----------------------------------------------------------------
+
+    def send(self, text: str) -> None:
+        pending = self.pending if self.conv_id is None else None
+        conv_id = self.ensure_conversation(text)
+        try:
+            self._turn(lambda **kw: self.engine.reply(conv_id, text, **kw))
+        except ChatdbError:  # e.g. too long for the context: leave no empty conversation
+            if pending is not None and not self.numbered():
+                self.archive.delete_conversation(conv_id)
+                self.conv_id, self.pending = None, pending
+            raise
+
+    def answer(self, message_id: int) -> None:
+        """Answer an existing message of the current path as a new branch."""
+        self._turn(lambda **kw: self.engine.answer(self.conv_id, message_id, **kw))
+
+    def _turn(self, run) -> None:
+        stream = AnswerStream(self.render, Waiting(self.render, "thinking"))
+        stream.waiting.start()
+        try:
+            with stop_on_sigint() as stopped, self.frontend.answering():
+                result = run(on_text=stream, cancelled=stopped, progress=stream.progress,
+                             sampling=self.sampling)
+        except KeyboardInterrupt:  # a second Ctrl-C: the answer could not be kept
+            stream.finish(interrupted=True)
+            self.render.warning("stopped at once; this answer was not kept")
+            return
+        except BaseException:
+            stream.waiting.stop()
+            raise
+        stream.finish(result.status == "interrupted")
+        self.render.note(turn_line(result))
+        self.stats.add(result)
+
+    # -- the model -----------------------------------------------------------------
+
+    def replace_engine(self, options: EngineOptions) -> None:
+        """Load another model; if it fails, the current one is loaded back."""
+        from engine.model_path import resolve_model_path
+
+        resolve_model_path(options.model)  # a wrong path fails before the model is let go
+        self.engine.close()  # stores the pending KV first; two models need not fit at once
+        try:
+            self.engine, seconds = load_engine(self.render, self.archive, options, self.sampling)
+        except BaseException:
+            self.engine, _ = load_engine(self.render, self.archive, self.options, self.sampling)
+            raise
+        self.options = options
+        self.stats.model_load_s = seconds
+
+    def close(self) -> None:
+        """Wait for the KV of this session to be stored, then let the model go."""
+        with Waiting(self.render, "storing KV state"):
+            self.engine.close()
+        self.archive.close()
+
+
+class AnswerStream:
+    """The engine's on_text: the first piece erases the progress line and sets the colour."""
+
+    def __init__(self, render: Renderer, waiting: Waiting):
+        self.render, self.waiting = render, waiting
+        self.started = False
+
+    def __call__(self, text: str) -> None:
+        if not self.started:
+            self._begin()
+        self.render.stream(text)
+
+    def progress(self, done: int, total: int) -> None:
+        self.waiting.update(f"reading {done:,} of {total:,} tokens")
+
+    def _begin(self) -> None:
+        self.started = True
+        self.waiting.stop()
+        self.render.begin_answer()
+
+    def finish(self, interrupted: bool) -> None:
+        if not self.started:
+            self._begin()
+        self.render.end_answer(interrupted)

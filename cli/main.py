@@ -1,0 +1,83 @@
+"""The `chatdb` command: global options, the subcommand table, exit codes.
+
+Exit status: 0 done, 1 error (one line on stderr), 2 usage error, 130
+interrupted (Ctrl-C), 141 output pipe closed.
+"""
+
+import argparse
+import os
+import sqlite3
+import sys
+from importlib import metadata
+
+from chatdb.errors import ChatdbError
+
+from . import output
+from .commands import register_all
+from .commands.chat import console_options
+from .commands.options import db_options
+
+DESCRIPTION = """\
+A chat for local language models whose whole memory is one SQLite file.
+Without a command, `chatdb` opens the console (see `chatdb chat --help`);
+`chatdb COMMAND --help` tells more about each command below."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatdb", description=DESCRIPTION,
+                                     parents=[db_options(), console_options()])
+    parser.add_argument("--version", action="version", version=f"chatdb {_version()}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    register_all(subparsers)
+    return parser
+
+
+def default_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """A bare `chatdb` (options only) opens the console, as `chatdb chat` does."""
+    from .commands.chat import run
+
+    args.conv = None
+    return run(args)
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        run = getattr(args, "func", None)
+        return run(args) if run else default_command(args, parser)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except ChatdbError as exc:
+        output.error(str(exc))
+    except OSError as exc:  # a file that cannot be read or written
+        output.error(_describe_os_error(exc))
+    except sqlite3.Error as exc:
+        output.error(f"database: {exc}")
+    return 1
+
+
+def _describe_os_error(exc: OSError) -> str:
+    if exc.filename is not None and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+def _silence_stdout() -> None:
+    """The reader went away (`chatdb list | head`): drop what is still buffered."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chatdb")
+    except metadata.PackageNotFoundError:  # run from a source tree
+        return "(not installed)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""How the commands write: one JSON document, plain text, one-line errors.
+
+Colour only where it can be seen: stdout is a terminal, NO_COLOR is unset or
+empty (https://no-color.org) and TERM is not "dumb".
+"""
+
+import json
+import os
+import sys
+
+BOLD, DIM, HIGHLIGHT, RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
+# Control characters other than newline and tab: text from an imported file
+# must not move the cursor or recolour the user's terminal.
+CONTROL = {c: None for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+
+
+def print_json(value) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+
+
+def print_text(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def error(message: str) -> None:
+    """`chatdb: error: ...` on stderr, always one line."""
+    sys.stderr.write(f"chatdb: error: {one_line(message)}\n")
+
+
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def bold(text: str, color: bool) -> str:
+    return f"{BOLD}{text}{RESET}" if color else text
+
+
+def dim(text: str, color: bool) -> str:
+    return f"{DIM}{text}{RESET}" if color else text
+
+
+def safe(text: str, keep: str = "") -> str:
+    """Text fit to print to a terminal: control characters (but those in `keep`) dropped."""
+    table = {c: v for c, v in CONTROL.items() if chr(c) not in keep} if keep else CONTROL
+    return text.translate(table)
+
+
+def one_line(text: str) -> str:
+    return " ".join(safe(text).split())
+
+
+def minute(timestamp: str) -> str:
+    """An ISO timestamp shown to the minute: 2024-05-01 12:00."""
+    return timestamp[:16].replace("T", " ")
+
+
+def warning(message: str) -> None:
+    """`chatdb: warning: ...` on stderr, one line."""
+    sys.stderr.write(f"chatdb: warning: {one_line(message)}\n")

@@ -1,0 +1,72 @@
+"""`chatdb list` and `chatdb show`, as text and as JSON."""
+
+
+def test_list_json_most_recent_first(chatdb, sample):
+    listed = chatdb("list", "--json").json()
+    assert [row["id"] for row in listed] == [sample.fork, sample.trip, sample.rust]
+    assert set(listed[0]) == {"id", "title", "updated_at", "message_count"}
+    by_id = {row["id"]: row for row in listed}
+    assert by_id[sample.rust]["message_count"] == 3   # system, question, second answer
+    assert by_id[sample.fork]["message_count"] == 4   # system, question, first answer, follow-up
+    assert by_id[sample.trip]["title"] == "Trip to Kyoto"
+
+
+def test_list_limit(chatdb, sample):
+    assert [row["id"] for row in chatdb("list", "--limit", "1", "--json").json()] == [sample.fork]
+
+
+def test_list_text(chatdb, sample):
+    result = chatdb("list")
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    assert lines[0].split()[0] == str(sample.fork) and lines[0].endswith("Borrowing")
+    assert "\x1b[" not in result.stdout  # not a terminal: no colour
+
+
+def test_list_empty(chatdb):
+    assert chatdb("list", "--json").json() == []
+    assert chatdb("list").stdout.strip() == "no conversations"
+
+
+def test_show_json_is_the_current_path(chatdb, sample):
+    shown = chatdb("show", sample.rust, "--json").json()
+    assert shown["id"] == sample.rust and shown["title"] == "Rust questions"
+    messages = shown["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+    assert messages[-1]["id"] == sample.second_answer == shown["head_id"]
+    assert messages[1]["parent_id"] == messages[0]["id"]
+    for m in messages:
+        assert {"id", "parent_id", "role", "content", "created_at", "status"} <= set(m)
+
+
+def test_show_all_branches(chatdb, sample):
+    shown = chatdb("show", sample.rust, "--all", "--json").json()
+    ids = [m["id"] for m in shown["messages"]]
+    assert sample.first_answer in ids and sample.second_answer in ids
+
+
+def test_show_status_and_uid(chatdb, sample):
+    uid = chatdb("show", sample.trip, "--json").json()["uid"]
+    shown = chatdb("show", uid, "--json").json()
+    assert shown["id"] == sample.trip
+    assert shown["messages"][-1]["status"] == "interrupted"
+
+
+def test_show_text(chatdb, sample):
+    result = chatdb("show", sample.trip)
+    assert result.returncode == 0
+    assert "Trip to Kyoto" in result.stdout
+    assert "Plan three days in Kyoto" in result.stdout
+    assert "interrupted" in result.stdout
+
+
+def test_show_text_drops_terminal_escapes(chatdb, archive):
+    conv = archive.create_conversation("evil")
+    archive.add_message(conv.id, "user", "hi \x1b]0;pwned\x07 there \x1b[31mred")
+    result = chatdb("show", conv.id)
+    assert "\x1b" not in result.stdout and "hi " in result.stdout
+
+
+def test_show_unknown_conversation(chatdb, sample):
+    assert "no conversation 42" in chatdb("show", "42", "--json").error()

@@ -1,0 +1,199 @@
+"""The console's prompt driven by keys: prompt_toolkit's pipe input, the real model and archive.
+
+Keys are bytes as a terminal sends them: Enter is \\r, Alt-Enter is Esc \\r,
+Ctrl-C \\x03, Ctrl-D \\x04, Up Esc[A, a paste is wrapped in Esc[200~ ... Esc[201~.
+"""
+
+import io
+import os
+import stat
+import threading
+import time
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from chatdb.archive import Archive
+from cli.console import app
+from cli.console.completion import ConsoleCompleter
+from cli.console.history_file import ensure_private, history_path
+from cli.console.model_loading import EngineOptions, load_engine
+from cli.console.render import Renderer
+from cli.console.session import Session
+from engine.sampling import SamplingSettings
+
+ENTER, ALT_ENTER, CTRL_C, CTRL_D, UP, CTRL_R, CTRL_U = "\r", "\x1b\r", "\x03", "\x04", "\x1b[A", "\x12", "\x15"
+GREEDY = SamplingSettings(temperature=0, max_tokens=4, seed=1)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    db_path = tmp_path_factory.mktemp("keys") / "chatdb.db"
+    archive = Archive.open(db_path)
+    render = Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
+    options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
+    engine, _ = load_engine(render, archive, options, GREEDY)
+    session = Session(archive, engine, render, options, GREEDY)
+    yield session
+    session.close()
+
+
+def type_keys(session, *chunks: str, history=None) -> int:
+    """Run the prompt loop on keys (Ctrl-D appended: leave when they are used up).
+
+    Chunks after the first come 0.2 s apart, as a person types: Tab completes
+    in the background, and keys already waiting would overtake its result.
+    """
+    session.quitting = False
+    session.render.out, session.render.err = io.StringIO(), io.StringIO()
+    with create_pipe_input() as pipe:
+        pipe.send_text(chunks[0] + ("" if len(chunks) > 1 else CTRL_D))
+        later = threading.Thread(target=_send_later, args=(pipe, [*chunks[1:], CTRL_D]))
+        if len(chunks) > 1:
+            later.start()
+        # A test whose keys leave the prompt waiting fails instead of hanging the suite.
+        rescued = []
+        watchdog = threading.Timer(60, lambda: rescued.append(pipe.send_text(CTRL_C + CTRL_D)))
+        watchdog.start()
+        try:
+            status = app.run(session, input=pipe, output=DummyOutput(),
+                             history=history or InMemoryHistory())
+        finally:
+            watchdog.cancel()
+        if later.is_alive():
+            later.join()
+    assert not rescued, "the prompt was still waiting for keys after 60 s"
+    return status
+
+
+def _send_later(pipe, chunks) -> None:
+    for chunk in chunks:
+        time.sleep(0.2)
+        pipe.send_text(chunk)
+
+
+def sent(session) -> list[str]:
+    """The user's messages on the current path."""
+    return [m.content for m in session.path() if m.role == "user"]
+
+
+def fresh(session) -> None:
+    session.start_new()
+
+
+def test_enter_sends_and_the_answer_streams(session):
+    fresh(session)
+    assert type_keys(session, "Hello there" + ENTER) == 0
+    assert sent(session) == ["Hello there"]
+    answer = session.path()[-1]
+    assert answer.role == "assistant" and session.render.out.getvalue() == answer.content + "\n"
+    assert "tokens/s" in session.render.err.getvalue()
+
+
+def test_alt_enter_starts_a_new_line(session):
+    fresh(session)
+    type_keys(session, "line one" + ALT_ENTER + "line two" + ENTER)
+    assert sent(session) == ["line one\nline two"]
+
+
+def test_pasted_lines_stay_one_message(session):
+    fresh(session)
+    type_keys(session, "\x1b[200~para one\n\npara two\x1b[201~" + ENTER)
+    assert sent(session) == ["para one\n\npara two"]
+
+
+def test_ctrl_c_at_the_prompt_clears_the_line(session):
+    fresh(session)
+    type_keys(session, "thrown away" + CTRL_C + "kept" + ENTER)
+    assert sent(session) == ["kept"]
+
+
+def test_history_is_kept_across_sessions_and_searchable(session, tmp_path):
+    path = tmp_path / "history"
+    fresh(session)
+    type_keys(session, "remember this line" + ENTER + "/help" + ENTER, history=FileHistory(str(path)))
+    assert "remember this line" in path.read_text()
+    fresh(session)  # a new prompt session on the same file: Up recalls the older lines
+    type_keys(session, UP + UP + ENTER, history=FileHistory(str(path)))
+    assert sent(session) == ["remember this line"]
+    fresh(session)
+    type_keys(session, CTRL_R + "rememb" + ENTER + ENTER, history=FileHistory(str(path)))
+    assert sent(session) == ["remember this line"]
+
+
+def test_history_file_is_private_under_xdg_state_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = ensure_private(history_path())
+    assert path == tmp_path / "state" / "chatdb" / "history"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_tab_completes_commands_and_conversation_titles(session):
+    fresh(session)
+    type_keys(session, "Tabby question" + ENTER + "/rename Zanzibar trip" + ENTER)
+    target = session.conv_id
+    fresh(session)
+    type_keys(session, "/swi\t", " Zanz\t", ENTER)
+    assert session.conv_id == target
+
+
+def completions(session, text: str) -> list[str]:
+    found = ConsoleCompleter(session).get_completions(Document(text), CompleteEvent(True))
+    return [c.text for c in found]
+
+
+def test_completion_of_arguments(session, tmp_path):
+    fresh(session)
+    type_keys(session, "Completion one" + ENTER + "Completion two" + ENTER)
+    assert completions(session, "/s") == ["/switch", "/search", "/system", "/set", "/stats"]
+    assert completions(session, "/edit ") == ["1", "3"]          # your messages only
+    assert completions(session, "/fork ") == ["1", "2", "3", "4"]
+    assert completions(session, f"/switch #{session.conv_id}") == [f"#{session.conv_id}"]
+    assert "temperature=" in completions(session, "/set max_tokens=3 te")
+    assert completions(session, "/help ret") == ["retry"]
+    (tmp_path / "notes.md").write_text("x")
+    assert completions(session, f"/export {tmp_path}/no") == ["tes.md"]
+    assert completions(session, "plain text") == []
+
+
+def test_ctrl_x_ctrl_e_writes_the_message_in_the_editor(session, tmp_path, monkeypatch):
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nprintf 'written in\\nthe editor\\n' > \"$1\"\n")
+    editor.chmod(0o755)
+    monkeypatch.delenv("VISUAL", raising=False)
+    monkeypatch.setenv("EDITOR", str(editor))
+    fresh(session)
+    # Ctrl-X Ctrl-E: edit, then send. Ctrl-D comes later: while the editor runs,
+    # prompt_toolkit would take it as "delete a character" in the draft.
+    type_keys(session, "draft" + "\x18\x05", "", "")
+    assert sent(session) == ["written in\nthe editor"]
+
+
+def test_edit_puts_the_old_text_in_the_prompt(session):
+    fresh(session)
+    type_keys(session, "Old wording" + ENTER)
+    old = session.path()[0]
+    type_keys(session, "/edit 1" + ENTER + CTRL_U + "New wording" + ENTER)
+    question = session.path()[0]
+    assert question.content == "New wording" and question.parent_id == old.parent_id
+    assert question.id != old.id and session.path()[-1].role == "assistant"
+
+
+def test_delete_asks_at_the_prompt(session):
+    fresh(session)
+    type_keys(session, "Delete me later" + ENTER)
+    doomed = session.conv_id
+    type_keys(session, "/delete" + ENTER + "n" + ENTER)
+    assert session.conv_id == doomed
+    type_keys(session, "/delete" + ENTER + "y" + ENTER)
+    assert doomed not in [c.id for c in session.archive.list_conversations()]
+
+
+def test_quit_ends_the_loop(session):
+    fresh(session)
+    type_keys(session, "/quit" + ENTER + "never sent" + ENTER)
+    assert session.conv_id is None

@@ -1,0 +1,112 @@
+"""The command's frame: help, version, where the archive is, exit codes."""
+
+import signal
+import subprocess
+import time
+
+from chatdb.archive import Archive
+
+
+def test_help_lists_every_command(chatdb):
+    result = chatdb("--help", db=False)
+    assert result.returncode == 0
+    assert "usage: chatdb" in result.stdout
+    for command in ("chat", "ask", "list", "show", "search", "fork", "delete", "rename", "export",
+                    "import", "doctor"):
+        assert command in result.stdout
+
+
+def test_version(chatdb):
+    result = chatdb("--version", db=False)
+    assert result.returncode == 0
+    assert result.stdout.startswith("chatdb ")
+
+
+def test_unknown_command_is_a_usage_error(chatdb):
+    result = chatdb("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr
+
+
+def test_missing_argument_is_a_usage_error(chatdb):
+    assert chatdb("show").returncode == 2
+    assert chatdb("list", "--limit", "0").returncode == 2
+
+
+def test_db_before_and_after_the_subcommand(chatdb, sample, db_path):
+    before = chatdb("--db", db_path, "list", "--json", db=False).json()
+    after = chatdb("list", "--json", "--db", db_path, db=False).json()
+    assert before == after
+    assert len(before) == 3
+
+
+def test_db_from_chatdb_db_env(chatdb, sample, db_path):
+    listed = chatdb("list", "--json", db=False, env={"CHATDB_DB": str(db_path)}).json()
+    assert {row["title"] for row in listed} == {"Rust questions", "Trip to Kyoto", "Borrowing"}
+
+
+def test_db_option_wins_over_env(chatdb, sample, db_path, tmp_path):
+    other = tmp_path / "other.db"
+    listed = chatdb("list", "--json", "--db", db_path, db=False,
+                            env={"CHATDB_DB": str(other)}).json()
+    assert len(listed) == 3
+
+
+def test_default_db_is_under_xdg_data_home(chatdb, cli_env, tmp_path):
+    chatdb("rename", "1", "x", db=False).error()  # no conversation 1 in the new, empty archive
+    default = tmp_path / "xdg" / "chatdb" / "chatdb.db"
+    assert default.exists()
+    with Archive.open(default) as archive:
+        conv = archive.create_conversation("made here")
+    listed = chatdb("list", "--json", db=False).json()
+    assert [row["id"] for row in listed] == [conv.id]
+
+
+def test_unknown_conversation_is_one_line_exit_1(chatdb, sample):
+    assert "no conversation 99" in chatdb("show", "99").error()
+    assert "no conversation 'nope'" in chatdb("show", "nope").error()
+    assert "no conversation" in chatdb("show", "99999999999999999999999").error()
+
+
+def test_not_an_archive_is_one_line_exit_1(chatdb, tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    line = chatdb("list", "--db", junk, db=False).error()
+    assert "junk.db" in line
+    assert junk.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_a_directory_as_db_is_one_line_exit_1(chatdb, tmp_path):
+    chatdb("list", "--db", tmp_path, db=False).error()
+
+
+def test_ctrl_c_exits_130_without_traceback(chatdb):
+    # `import -` waits on stdin, an open pipe nobody writes to: interrupt it there.
+    process = subprocess.Popen(chatdb.argv("import", "-"), cwd=chatdb.cwd, env=chatdb.env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)  # past imports and into the read
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert b"Traceback" not in stderr
+
+
+def test_closed_output_pipe_is_quiet(chatdb, archive):
+    for n in range(3000):
+        archive.create_conversation(f"conversation {n}")
+    reader = subprocess.Popen(["head", "-n", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    writer = subprocess.run(chatdb.argv("list"), cwd=chatdb.cwd, env=chatdb.env,
+                            stdout=reader.stdin, stderr=subprocess.PIPE, timeout=60)
+    reader.stdin.close()
+    reader.wait(timeout=30)
+    assert b"Traceback" not in writer.stderr
+    assert writer.returncode in (0, 141)
+
+
+def test_json_output_is_utf8(chatdb, archive):
+    archive.create_conversation("京都 ☕")
+    listed = chatdb("list", "--json", env={"LC_ALL": "C", "LANG": "C"}).json()
+    assert listed[0]["title"] == "京都 ☕"
