@@ -85,11 +85,17 @@ def test_ten_forks_store_the_shared_prefix_once(open_engine):
     assert after.raw_bytes - before.raw_bytes == own_tokens * engine.layout.bytes_per_token
 
 
-def test_corrupt_segment_is_reported_and_recomputed(tmp_path):
+def _first_turn_and_a_clean_copy(tmp_path):
+    """An archive after one answered turn, and an untouched copy of it (the baseline)."""
     db = tmp_path / "a.db"
     run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
     clean = tmp_path / "clean.db"
     shutil.copy(db, clean)
+    return db, clean
+
+
+def test_corrupt_segment_is_reported_and_recomputed(tmp_path):
+    db, clean = _first_turn_and_a_clean_copy(tmp_path)
     with Archive.open(db) as archive:
         archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
                              "WHERE message_id = (SELECT min(message_id) FROM kv_segments)")
@@ -104,10 +110,7 @@ def test_corrupt_segment_is_reported_and_recomputed(tmp_path):
 
 
 def test_other_fingerprint_is_not_restored(tmp_path):
-    db = tmp_path / "a.db"
-    run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
-    clean = tmp_path / "clean.db"
-    shutil.copy(db, clean)
+    db, clean = _first_turn_and_a_clean_copy(tmp_path)
     with Archive.open(db) as archive:
         archive.conn.execute("UPDATE kv_segments SET fingerprint = 'another-model'")
     result, proc = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
