@@ -1,6 +1,6 @@
 """Console benchmark: start-up time to the prompt, and the console's cost per streamed token.
 
-    python bench/console.py                 # 10,000 conversations, 5 rounds
+    python bench/console.py                 # 10,000 conversations, 6 rounds
     python bench/console.py --rounds 3 --conversations 2000
 
 1. `chatdb -c` on an archive of N conversations, in a pseudo-terminal:
@@ -148,25 +148,33 @@ def console_run(db: Path, env: dict, max_tokens: int) -> tuple[str, float, int]:
     return answer, streamed(term, start, answer), tokens
 
 
-def on_text_cost(pieces: int = 20_000) -> tuple[float, float]:
-    """(console, ask): microseconds per streamed piece spent in each one's on_text,
-    writing to a terminal (a pty whose other end is drained)."""
-    from cli.commands.ask import _stream as ask_stream
+def terminal_stdout():
+    """A text stream onto a pty whose other end is drained: writes cost what they do on a terminal."""
+    master, slave = pty.openpty()
+    threading.Thread(target=_drain, args=(master,), daemon=True).start()
+    return os.fdopen(slave, "w", encoding="utf-8")
+
+
+def on_texts(out):
+    """(console's on_text, ask's on_text), both writing to `out`."""
+    from cli.commands import ask
     from cli.console.render import Renderer, Waiting
     from cli.console.session import AnswerStream
 
-    master, slave = pty.openpty()
-    drain = threading.Thread(target=lambda: _drain(master), daemon=True)
-    drain.start()
-    out = os.fdopen(slave, "w", encoding="utf-8")
     render = Renderer(out=out, err=out, color=True)
     console_stream = AnswerStream(render, Waiting(render, ""))
     console_stream.started = True
+    return console_stream, ask._stream  # ask's writes to sys.stdout: the caller points it at `out`
+
+
+def on_text_cost(pieces: int = 20_000) -> tuple[float, float]:
+    """(console, ask): microseconds per streamed piece spent in each one's on_text."""
+    out = terminal_stdout()
     words = [" printing", " press", ",", " Guten", "berg", "\n"] * (pieces // 6)
     saved, sys.stdout = sys.stdout, out
     try:
         costs = []
-        for fn in (console_stream, ask_stream):
+        for fn in on_texts(out):
             started = time.perf_counter()
             for word in words:
                 fn(word)
@@ -175,6 +183,30 @@ def on_text_cost(pieces: int = 20_000) -> tuple[float, float]:
         sys.stdout = saved
         out.close()
     return costs[0], costs[1]
+
+
+def same_engine(rounds: int, max_tokens: int, tmp: Path) -> tuple[list, list]:
+    """(console ms, ask ms) per token: one engine, answers streamed by either on_text in turn."""
+    from engine.chat import Engine
+    from engine.sampling import SamplingSettings
+
+    out = terminal_stdout()
+    console_stream, ask_stream = on_texts(out)
+    saved, sys.stdout = sys.stdout, out
+    times = {console_stream: [], ask_stream: []}
+    with Archive.open(tmp / "same-engine.db") as archive:
+        engine = Engine.open(archive, sampling=SamplingSettings(temperature=0, max_tokens=max_tokens))
+        try:
+            for n in range(rounds):
+                for fn in (console_stream, ask_stream)[:: 1 if n % 2 else -1]:
+                    conv = archive.create_conversation("bench")
+                    result = engine.reply(conv.id, QUESTION, on_text=fn)
+                    times[fn].append(1000 / result.decode_tokens_per_s)
+        finally:
+            engine.close()
+            sys.stdout = saved
+            out.close()
+    return times[console_stream], times[ask_stream]
 
 
 def _drain(fd: int) -> None:
@@ -198,10 +230,11 @@ def row(name: str, values: list[float], unit: str, scale: float = 1.0) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--conversations", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=256)
     args = parser.parse_args()
 
+    load_before = os.getloadavg()[0]
     big = build_archive(args.conversations)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -214,18 +247,27 @@ def main() -> None:
         startup_empty = [time_to_prompt(empty, env) for _ in range(args.rounds)]
 
         ask_ms, console_ms = [], []
-        for _ in range(args.rounds):  # alternate, so that load on the machine hits both
-            ask_text, ask_s = ask_run(db, env, args.max_tokens)
-            text, console_s, tokens = console_run(db, env, args.max_tokens)
+        for n in range(args.rounds):  # who goes first alternates: load and warmth hit both alike
+            if n % 2 == 0:
+                ask_text, ask_s = ask_run(db, env, args.max_tokens)
+                text, console_s, tokens = console_run(db, env, args.max_tokens)
+            else:
+                text, console_s, tokens = console_run(db, env, args.max_tokens)
+                ask_text, ask_s = ask_run(db, env, args.max_tokens)
             if text != ask_text:
                 raise RuntimeError("ask and the console gave different answers")
             ask_ms.append(ask_s * 1000 / (tokens - 1))
             console_ms.append(console_s * 1000 / (tokens - 1))
 
+        same_console, same_ask = same_engine(args.rounds, args.max_tokens, tmp)
+
     overhead = [(c - a) / a * 100 for a, c in zip(ask_ms, console_ms)]
+    same_overhead = [(c - a) / a * 100 for a, c in zip(same_ask, same_console)]
     console_us, ask_us = on_text_cost()
     per_token_us = statistics.median(ask_ms) * 1000
-    print(f"chatdb console benchmark · {os.cpu_count()} CPUs · {args.rounds} rounds\n")
+    print(f"chatdb console benchmark · {os.cpu_count()} CPUs · {args.rounds} rounds · load average "
+          f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after (other work on the machine "
+          f"slows decoding many times over: compare the min column then)\n")
     print("| what | median | min | max |")
     print("| --- | --- | --- | --- |")
     print(row(f"`chatdb -c` to prompt, {args.conversations:,} conversations", startup, "s"))
@@ -233,6 +275,9 @@ def main() -> None:
     print(row(f"`chatdb ask`: ms per streamed token ({tokens} tokens)", ask_ms, "ms"))
     print(row("console: ms per streamed token", console_ms, "ms"))
     print(row("console overhead per token (paired rounds)", overhead, "%"))
+    print(row("one engine in one process: ask's on_text, ms per token", same_ask, "ms"))
+    print(row("one engine in one process: console's on_text, ms per token", same_console, "ms"))
+    print(row("console overhead per token, one engine (paired rounds)", same_overhead, "%"))
     print(f"\nmedian of the overall per-token times: console "
           f"{(statistics.median(console_ms) / statistics.median(ask_ms) - 1) * 100:+.2f}% against ask")
     print(f"on_text alone, writing to a terminal: console {console_us:.2f} µs per piece, ask "
