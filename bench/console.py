@@ -7,10 +7,16 @@
    seconds from starting the process to the prompt being drawn, model load
    included (the archive is built once and cached under bench/out/).
 2. The same answer streamed to a terminal by `chatdb ask` and by the
-   console, alternately: the time between the first and the last piece of
-   the answer on the terminal, per token. The difference is what the console
-   adds per token (colour, its on_text, the stats it keeps).
+   console, each in its own process, alternately: the time between the first
+   and the last piece of the answer on the terminal, per token.
+3. The same again with one engine in this process, streaming through the
+   console's on_text and ask's in turn (engine-timed): what the console's
+   per-token code costs, without process-to-process noise.
+4. Each on_text alone, writing to a terminal: microseconds per piece.
 
+On a shared 2-core machine other work moves decode speed by several percent
+from one run to the next (and many times over under heavy load): read 2 with
+its paired and min figures, and 3 and 4 for the console's own cost.
 Prints a plain-text table.
 """
 
