@@ -4,6 +4,7 @@ Colour only where it can be seen: stdout is a terminal, NO_COLOR is unset or
 empty (https://no-color.org) and TERM is not "dumb".
 """
 
+import functools
 import json
 import os
 import sys
@@ -44,8 +45,13 @@ def dim(text: str, color: bool) -> str:
 
 def safe(text: str, keep: str = "") -> str:
     """Text fit to print to a terminal: control characters (but those in `keep`) dropped."""
-    table = {c: v for c, v in CONTROL.items() if chr(c) not in keep} if keep else CONTROL
-    return text.translate(table)
+    return text.translate(_control_table(keep))
+
+
+@functools.lru_cache(maxsize=8)
+def _control_table(keep: str) -> dict:
+    """Built once per `keep`: streaming calls safe() for every token."""
+    return {c: v for c, v in CONTROL.items() if chr(c) not in keep} if keep else CONTROL
 
 
 def one_line(text: str) -> str:

@@ -219,11 +219,12 @@ class Engine:
         if self.writer is None or not before.stable:
             return
         full = self.prompts.path_tokens(path + [self.archive.message(message_id)])
-        if len(self.cache.live) != len(full.flat()) or not np.array_equal(self.cache.live, full.flat()):
+        tokens = full.flat()
+        if not np.array_equal(self.cache.live, tokens):
             return  # the context does not hold exactly this path
         self._submit(self.model, self.kv_mode, self.fingerprint, full)
         if self.draft is not None:
-            self.draft.sync(full.flat())
+            self.draft.sync(tokens)
             self._submit(self.draft.model, self.draft.kv_mode, self.draft.fingerprint, full)
 
     def _submit(self, model: Model, mode: str, fingerprint: str, full: PathTokens) -> None:
