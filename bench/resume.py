@@ -4,8 +4,13 @@ For chats of about 1,000, 2,000 and 4,000 tokens, each reopened in a fresh
 process and asked one more question, this prints the time to first token:
 
   chatdb      KV restored from the archive (chatdb ask -c)
+  typed       the console's way: the chat is opened, its KV restored while the
+              question is typed (TYPING seconds), then the question is asked
   re-read     --no-kv: the whole history prefilled again, as other local chat tools do
   diskcache   llama-cpp-python's own LlamaDiskCache (Llama.save_state/load_state on disk)
+
+All run with the settings chatdb chooses for this machine (threads, flash
+attention, GPU layers).
 
 plus KV bytes stored per token against raw KV bytes, and the storage of ten
 forks of one chain against that chain alone. Medians of --repeat runs.
@@ -30,6 +35,7 @@ from chatdb.archive import Archive  # noqa: E402
 
 QUESTION = "In one sentence, what was the first thing I asked about?"
 ASK = ("--temperature", "0", "--seed", "1", "--max-tokens", "8")
+TYPING = 1.5   # seconds between opening a chat and sending the question
 FILLER = ("The history of navigation runs from stars and coastlines to compasses, "
           "chronometers and satellites; each step let sailors go farther with less risk. ")
 
@@ -79,7 +85,11 @@ def _render(m) -> str:
 def diskcache_worker(model: str, cache_dir: str, prompt: str) -> None:
     """Runs in its own process: one completion through LlamaDiskCache; prints TTFT in ms."""
     from llama_cpp import Llama, LlamaDiskCache
-    llm = Llama(model, n_ctx=8192, flash_attn=True, verbose=False, n_threads=os.cpu_count())
+
+    from engine import hardware, settings
+    cfg = settings.plan(hardware.detect(), os.path.getsize(model)).config  # chatdb's own settings
+    llm = Llama(model, n_ctx=cfg.n_ctx, flash_attn=cfg.flash_attn, n_gpu_layers=cfg.n_gpu_layers,
+                n_threads=cfg.n_threads, n_threads_batch=cfg.n_threads, verbose=False)
     llm.set_cache(LlamaDiskCache(cache_dir=cache_dir, capacity_bytes=8 << 30))
     started = time.perf_counter()
     stream = llm.create_completion(prompt, max_tokens=8, temperature=0, stream=True)
@@ -88,6 +98,28 @@ def diskcache_worker(model: str, cache_dir: str, prompt: str) -> None:
     for _ in stream:
         pass
     print(json.dumps({"ttft_ms": ttft, "prompt_tokens": len(llm.tokenize(prompt.encode(), special=True))}))
+
+
+def typed_worker(db: str, conv_id: int) -> None:
+    """Runs in its own process: open the chat, type for TYPING s, ask; prints the turn's figures."""
+    from engine.chat import Engine
+    from engine.sampling import SamplingSettings
+    with Archive.open(db) as archive:
+        engine = Engine.open(archive, sampling=SamplingSettings(temperature=0, seed=1, max_tokens=8))
+        engine.prepare(conv_id)          # what the console does as a chat opens
+        time.sleep(TYPING)
+        r = engine.reply(conv_id, QUESTION)
+        engine.close()
+    print(json.dumps({"ttft_ms": r.ttft_ms, "restore_ms": r.restore_ms, "ahead": r.restored_ahead}))
+
+
+def typed(db, conv_id) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, __file__, "--typed-worker", str(db), str(conv_id)],
+                          capture_output=True, text=True, check=True, env=env)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["ahead"], "the console's restore did not finish while typing"
+    return result
 
 
 def diskcache(model, cache_dir, prompt) -> dict:
@@ -103,7 +135,7 @@ def measure(size: int, repeat: int, model: str, work: Path) -> dict:
     ask_prompt = history + f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     cache_dir = str(work / f"diskcache{size}")
     diskcache(model, cache_dir, history + "<|im_start|>assistant\n")  # fills the cache
-    rows = {"chatdb": [], "re-read": [], "diskcache": []}
+    rows = {"chatdb": [], "typed": [], "re-read": [], "diskcache": []}
     restored = None
     for _ in range(repeat):
         # Each run starts again from the stored chat: fork its head, ask there.
@@ -112,6 +144,9 @@ def measure(size: int, repeat: int, model: str, work: Path) -> dict:
         r = chatdb(db, "--conv", str(fork), *ASK, QUESTION)
         rows["chatdb"].append(r["timings"]["ttft_ms"])
         restored = r["kv"]
+        with Archive.open(db) as archive:
+            fork = archive.fork(archive.conversation(conv_id).head_id).id
+        rows["typed"].append(typed(db, fork)["ttft_ms"])
         with Archive.open(db) as archive:
             fork = archive.fork(archive.conversation(conv_id).head_id).id
         rows["re-read"].append(chatdb(db, "--conv", str(fork), "--no-kv", *ASK, QUESTION)["timings"]["ttft_ms"])
@@ -138,6 +173,8 @@ def forks_storage(db: Path, conv_id: int) -> float:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--diskcache-worker":
         return diskcache_worker(sys.argv[2], sys.argv[3], sys.stdin.read())
+    if len(sys.argv) > 1 and sys.argv[1] == "--typed-worker":
+        return typed_worker(sys.argv[2], int(sys.argv[3]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,2000,4000")
     parser.add_argument("--repeat", type=int, default=3)
@@ -150,11 +187,15 @@ def main() -> None:
         fork_db = Path(tmp) / "forks.db"
         ratio = forks_storage(fork_db, build_chat(fork_db, 2000))
     print(f"\nTime to first token after reopening a chat in a new process (median of {args.repeat}, ms)")
-    print(f"{'tokens':>7} {'chatdb':>9} {'re-read':>9} {'diskcache':>10} {'vs re-read':>11} {'vs diskcache':>13} {'restored':>9} {'restore ms':>11}")
+    print(f"{'tokens':>7} {'chatdb':>8} {'typed':>7} {'re-read':>9} {'diskcache':>10} "
+          f"{'vs re-read':>11} {'vs diskcache':>13} {'typed vs diskcache':>19} {'restored':>9} {'restore ms':>11}")
     for r in results:
-        print(f"{r['tokens']:>7} {r['chatdb']:>9.1f} {r['re-read']:>9.1f} {r['diskcache']:>10.1f} "
-              f"{r['re-read'] / r['chatdb']:>10.1f}x {r['diskcache'] / r['chatdb']:>12.1f}x "
+        print(f"{r['tokens']:>7} {r['chatdb']:>8.1f} {r['typed']:>7.1f} {r['re-read']:>9.1f} "
+              f"{r['diskcache']:>10.1f} {r['re-read'] / r['chatdb']:>10.1f}x "
+              f"{r['diskcache'] / r['chatdb']:>12.1f}x {r['diskcache'] / r['typed']:>18.1f}x "
               f"{r['restored']['restored_tokens']:>9} {r['restored']['restore_ms']:>11.1f}")
+    print("typed: the console restores a chat as it opens; the first token then waits only "
+          "for the question itself.")
     print(f"\nKV bytes stored per raw KV byte: " +
           ", ".join(f"{r['tokens']} tokens: {r['stored_per_raw']:.3f}" for r in results))
     print(f"Storage of ten forks of a 2,000-token chain vs the chain alone: {ratio:.3f}x")

@@ -29,6 +29,7 @@ from .kvwriter import KVWriter, StoreJob
 from .layout_check import check_layout
 from .model import Model
 from .model_path import resolve_model_path
+from .prefetch import Prefetch
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
 from .sampling import Sampler, SamplingSettings
 from .settings import plan
@@ -49,11 +50,12 @@ class TurnResult:
     restored_tokens: int
     kv_source: str
     computed_tokens: int
-    restore_ms: float
+    restore_ms: float         # for a restore ahead of the turn, not part of ttft_ms
     ttft_ms: float
     decode_tokens_per_s: float
     total_ms: float
     left_out_messages: int = 0
+    restored_ahead: bool = False
     warnings: list = field(default_factory=list)
     speculative: dict = field(default_factory=dict)
 
@@ -90,6 +92,7 @@ class Engine:
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
         self.draft_cost = cpu_costs.verify_cost if model.on_cpu else gpu_cost
+        self.prefetch = Prefetch()
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
@@ -112,11 +115,37 @@ class Engine:
         if self._warn_cb:
             self._warn_cb(message)
 
+    # -- ahead of a turn ------------------------------------------------------------
+
+    def prepare(self, conv_id: int) -> None:
+        """Restore the conversation's KV in the background, ahead of its next turn.
+
+        Every other call waits for it first. Paths too long for the context
+        are left to the turn (it leaves old messages out).
+        """
+        self.prefetch.wait(self.warn)
+        head = self.archive.conversation(conv_id).head_id
+        if self.use_kv and self.archive.db_path and head is not None:
+            self.prefetch.start(self.archive.db_path, lambda archive, warn: self._warm(archive, head, warn))
+
+    def _warm(self, archive: Archive, head: int, warn) -> None:
+        tokens = PromptBuilder(self.model, archive, self.tokenizer).path_tokens(archive.path(head))
+        room = self.model.n_ctx - min(self.sampling.max_tokens, self.model.n_ctx // 4) - 16
+        if len(tokens.flat()) > room:
+            return
+        for cache in [self.cache] + ([self.draft.cache] if self.draft else []):
+            cache.warn, quiet = warn, cache.warn  # nothing printed from this thread
+            try:
+                cache.warm(tokens, archive)
+            finally:
+                cache.warn = quiet
+
     # -- turns -------------------------------------------------------------------
 
     def reply(self, conv_id: int, text: str, *, on_text=None, cancelled=None,
               sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
         """Add the user's message to the conversation and answer it."""
+        self.prefetch.wait(self.warn)
         started = time.perf_counter()
         conv = self.archive.conversation(conv_id)
         path = self.archive.path(conv.head_id)
@@ -133,6 +162,7 @@ class Engine:
     def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
                sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
         """Answer an existing message (regenerate, or after an edit) as a new branch."""
+        self.prefetch.wait(self.warn)
         started = time.perf_counter()
         path = self.archive.path(message_id)
         return self._answer(conv_id, path, started, on_text, cancelled, sampling or self.sampling,
@@ -183,6 +213,7 @@ class Engine:
             ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
             decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
             total_ms=round((end - started) * 1000, 2), left_out_messages=window.left_out,
+            restored_ahead=acquired.ahead,
             warnings=list(self.warnings), speculative=self._speculative(gen, policy))
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
@@ -257,6 +288,7 @@ class Engine:
 
     def close(self) -> None:
         """Wait for KV to be stored, then free the model."""
+        self.prefetch.wait(self.warn)
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -266,6 +298,7 @@ class Engine:
         self.model.close()
 
     def flush(self) -> None:
+        self.prefetch.wait(self.warn)
         if self.writer is not None:
             self.writer.flush()
 

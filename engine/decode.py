@@ -6,7 +6,6 @@ The position of every token is its index in the sequence; the caller keeps
 
 import llama_cpp
 
-from . import cpu_costs
 from .errors import EngineError
 from .model import Model
 
@@ -20,10 +19,8 @@ class Decoder:
     def prefill(self, tokens, start: int, progress=None) -> None:
         """Decode `tokens` at positions start.. in batches; logits for the last one only."""
         total = len(tokens)
-        sizes = cpu_costs.split(total, self.n_batch) if self.model.on_cpu else \
-            [min(self.n_batch, total - i) for i in range(0, total, self.n_batch)]
         done = 0
-        for size in sizes:
+        for size in [min(self.n_batch, total - i) for i in range(0, total, self.n_batch)]:
             self._fill(tokens[done: done + size], start + done, last_logits=done + size == total)
             self._decode()
             done += size

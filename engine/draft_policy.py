@@ -3,22 +3,22 @@
 Verifying k drafted tokens is one forward pass over k+1 tokens, which costs
 cost(k, cells) single steps; with per-token acceptance p it yields
 (1 - p^(k+1)) / (1 - p) tokens. p is a running average of what the answer
-accepts; the cost comes from a model of the backend (cpu_costs: on a CPU it
-grows with the context, and a batch of 64 rows is much cheaper per row than
-fewer), not from timing the answer, so that the same prompt and seed give
-the same batches and so the same tokens. k is the length with the best
-yield per cost: up to 16, or 63 (a full tile) when nearly every guess holds. When no length beats plain decoding, drafting
+accepts; the cost comes from a model of the backend (cpu_costs: on a CPU
+each verified row costs more the longer the context), not from timing the
+answer, so that the same prompt and seed give the same batches and so the
+same tokens. k is the length with the best yield per cost: up to 16, or 63
+when nearly every guess holds. When no length beats plain decoding, drafting
 pauses, and retries after a backoff that doubles each time it fails again.
 """
 
 LENGTHS = (*range(1, 17), 63)
 ALPHA_GPU = 0.05   # extra cost of each verified guess on a GPU, in single decode steps
+PAUSE_MIN, PAUSE_MAX = 16, 512
+SMOOTHING = 0.25
 
 
 def gpu_cost(k: int, cells: int) -> float:
     return 1 + ALPHA_GPU * k
-PAUSE_MIN, PAUSE_MAX = 16, 512
-SMOOTHING = 0.25
 
 
 def expected_tokens(p: float, k: int) -> float:

@@ -18,7 +18,7 @@ import numpy as np
 from chatdb.archive import Archive
 from chatdb.kv import CorruptKV
 
-from . import cpu_costs, kvlayout
+from . import kvlayout
 from .decode import Decoder
 from .model import Model
 from .prompt import PathTokens
@@ -34,6 +34,7 @@ class Acquired:
     computed_tokens: int
     restore_ms: float         # time to obtain the restored KV (0 for live)
     compute_ms: float
+    ahead: bool = False       # restored before the turn began (Engine.prepare)
 
 
 def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
@@ -83,16 +84,42 @@ class KVCache:
         self.warn = warn or (lambda message: None)
         self.live = np.zeros(0, np.int32)   # the tokens whose KV sequence 0 holds
         self.memory = MemoryStates()
+        self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used
         self._warned: set[str] = set()
 
     def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None) -> Acquired:
         """Make sequence 0 hold the KV of `target` (logits ready for its last token)."""
         started = time.perf_counter()
+        # The last token is always computed, for its logits.
+        source, n = self._restore(target, path, self.archive, limit=len(target) - 1)
+        restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
+        ahead = source == "live" and self.ahead is not None and n > 0
+        if ahead:  # restored while the user typed: say where from, and how long it took
+            source, restore_ms = self.ahead
+        self.ahead = None
+        computed = target[n:]
+        t = time.perf_counter()
+        self.decoder.prefill(computed.tolist(), n, progress)
+        self.live = target.copy()
+        return Acquired(n, source, len(computed), restore_ms, (time.perf_counter() - t) * 1000, ahead)
+
+    def warm(self, path: PathTokens, archive: Archive) -> None:
+        """Restore as much of `path` as any source holds, computing nothing.
+
+        Runs ahead of a turn (Engine.prepare), on its own archive connection.
+        """
+        started = time.perf_counter()
+        source, n = self._restore(path.flat(), path, archive, limit=path.ends()[-1] if path.arrays else 0)
+        if source in ("memory", "archive"):
+            self.ahead = (source, (time.perf_counter() - started) * 1000)
+
+    def _restore(self, target: np.ndarray, path: "PathTokens | None", archive: Archive,
+                 limit: int) -> "tuple[str, int]":
+        """Load the best source's KV for up to `limit` tokens of `target`: (source, tokens held)."""
         live_n = common_prefix(self.live, target)
         mem_n, mem_key = self.memory.best(target)
-        arch = self._archive_point(path) if path is not None and self.use_archive else None
+        arch = self._archive_point(path, archive) if path is not None and self.use_archive else None
         arch_n = arch[0] if arch else 0
-        limit = len(target) - 1        # the last token is always computed, for its logits
         source, n = "live", min(live_n, limit)
         if min(mem_n, limit) > n:
             source, n = "memory", min(mem_n, limit)
@@ -102,21 +129,14 @@ class KVCache:
             self._stash()  # about to drop much of the live state: keep it for a switch back
         if source != "live":
             loaded = (self._load(self.memory.take(mem_key)) if source == "memory"
-                      else self._load_archive(*arch[1:]))
+                      else self._load_archive(archive, *arch[1:]))
             if not loaded:
                 source, n = "none", 0
-        restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
         if source == "live" and n == 0:
             source = "none"
-        if self.model.on_cpu:  # a full tile can beat a few rows computed one by one
-            n = cpu_costs.compute_from(n, len(target))
         self.model.forget_from(n)
         self.live = self.live[:n] if source in ("live", "none") else target[:n].copy()
-        computed = target[n:]
-        t = time.perf_counter()
-        self.decoder.prefill(computed.tolist(), n, progress)
-        self.live = target.copy()
-        return Acquired(n, source, len(computed), restore_ms, (time.perf_counter() - t) * 1000)
+        return source, n
 
     def extend(self, tokens) -> None:
         """Decode tokens after the live ones (an answer's unprocessed tail)."""
@@ -135,48 +155,57 @@ class KVCache:
 
     # -- sources ---------------------------------------------------------------
 
-    def _archive_point(self, path: PathTokens):
+    def _archive_point(self, path: PathTokens, archive: Archive):
         """(tokens restorable, message id, kind) for the deepest stored point on the path."""
         if not path.stable or not path.message_ids:
             return None
-        point = self.archive.kv.deepest_restorable(path.message_ids[-1], self.fingerprint)
+        point = archive.kv.deepest_restorable(path.message_ids[-1], self.fingerprint)
         if point is None:
-            self._check_foreign(path.message_ids[0])
+            self._check_foreign(archive, path.message_ids[0])
             return None
         index = path.message_ids.index(point.message_id)
         return path.ends()[index], point.message_id, point.kind
 
-    def _check_foreign(self, message_id: int) -> None:
-        others = self.archive.kv.fingerprints_for(message_id)
+    def _check_foreign(self, archive: Archive, message_id: int) -> None:
+        others = archive.kv.fingerprints_for(message_id)
         if others and self.fingerprint not in others and "foreign" not in self._warned:
             self._warned.add("foreign")
             self.warn("stored KV state was made by another model or configuration; recomputing")
 
-    def _load_archive(self, message_id: int, kind: str) -> bool:
+    def _load_archive(self, archive: Archive, message_id: int, kind: str) -> bool:
         try:
             if kind == "snapshot":
-                state = self.archive.kv.get(message_id, self.fingerprint, "snapshot").decode()
+                state = archive.kv.get(message_id, self.fingerprint, "snapshot").decode()
             else:
-                state = self._assemble(message_id)
+                state = self._assemble(archive, message_id)
         except (CorruptKV, kvlayout.LayoutMismatch) as exc:
             self._report_corrupt(message_id, exc)
             return False
         return self._load(state)
 
-    def _assemble(self, message_id: int) -> bytes:
-        segments = self.archive.kv.rows_along_path(message_id, self.fingerprint)
-        raws = list(_decoder_pool().map(_decode_or_none, segments))  # zstd runs without the GIL
-        for segment, raw in zip(segments, raws):
-            if isinstance(raw, CorruptKV):
-                self._drop(segment.message_id)
-                raise CorruptKV(f"message {segment.message_id}: {raw}")
-        return kvlayout.assemble(self.layout, raws, sum(s.n_tokens for s in segments))
+    def _assemble(self, archive: Archive, message_id: int) -> np.ndarray:
+        """The path's state: segments read here, decoded and placed by the pool meanwhile."""
+        kv = archive.kv
+        refs = kv.rows_index(message_id, self.fingerprint)
+        assembly = kvlayout.Assembly(self.layout, sum(r.n_tokens for r in refs))
+        pool, first, pending = _decoder_pool(), 0, []
+        for ref in refs:  # zstd and numpy release the GIL: decoding overlaps the reads
+            segment = kv.get(ref.message_id, self.fingerprint)
+            if segment is None:
+                raise CorruptKV(f"message {ref.message_id}: segment deleted while reading")
+            pending.append((ref, pool.submit(_place, assembly, segment, first)))
+            first += ref.n_tokens
+        for ref, done in pending:
+            if (error := done.result()) is not None:
+                self._drop(archive, ref.message_id)
+                raise CorruptKV(f"message {ref.message_id}: {error}")
+        return assembly.buffer
 
-    def _drop(self, message_id: int) -> None:
+    def _drop(self, archive: Archive, message_id: int) -> None:
         """Delete a corrupt segment so the recomputed one can replace it."""
-        with self.archive.transaction():
-            self.archive.kv.delete(message_id, self.fingerprint, "rows")
-            self.archive.kv.delete(message_id, self.fingerprint, "snapshot")
+        with archive.transaction():
+            archive.kv.delete(message_id, self.fingerprint, "rows")
+            archive.kv.delete(message_id, self.fingerprint, "snapshot")
 
     def _report_corrupt(self, message_id: int, exc: Exception) -> None:
         if "corrupt" not in self._warned:
@@ -195,12 +224,14 @@ class KVCache:
             self.memory.put(self.live, self.model.get_state())
 
 
-def _decode_or_none(segment):
-    """The raw rows, or the CorruptKV (raised in the caller, which knows what to drop)."""
+def _place(assembly: kvlayout.Assembly, segment, first: int) -> "CorruptKV | None":
+    """Decode one segment into its place; a fault is returned, for the caller to drop it."""
     try:
-        return segment.decode()
-    except CorruptKV as exc:
-        return exc
+        if assembly.place_planes(segment.planes(), first) != segment.n_tokens:
+            return CorruptKV(f"segment holds other than its {segment.n_tokens} tokens")
+    except (CorruptKV, kvlayout.LayoutMismatch) as exc:
+        return CorruptKV(str(exc))
+    return None
 
 
 @functools.lru_cache(maxsize=1)

@@ -42,7 +42,12 @@ def plan(report: HardwareReport, model_bytes: int, n_layer_guess: int = 32,
     fit = int(memory_free * KV_MEMORY_SHARE // kv_bytes_per_token) if memory_free else DEFAULT_MAX_CTX
     ctx = max(512, min(n_ctx or DEFAULT_MAX_CTX, fit if n_ctx is None else n_ctx))
     threads = max(1, report.physical_cores)
-    config = ContextConfig(n_ctx=ctx, n_batch=512, n_threads=threads, flash_attn=True,
+    # Flash attention only where layers run on a GPU: ggml-cpu's runs batches
+    # under 64 rows one row at a time, so a question after a long restored
+    # chat took 6x longer than without it, and each decode step 2.4x longer at
+    # 4,000 tokens (bench/resume.py). Without it V is stored transposed; kvlayout
+    # cuts both layouts.
+    config = ContextConfig(n_ctx=ctx, n_batch=512, n_threads=threads, flash_attn=layers != 0,
                            type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16,
                            n_gpu_layers=layers)
     return Plan(config, offload)

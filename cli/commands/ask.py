@@ -16,7 +16,7 @@ the message from stdin. Ctrl-C stops the answer and keeps what was written
 
 JSON: {conversation_id, user_message_id, message_id, text, status, finish,
 usage: {prompt_tokens, completion_tokens},
-kv: {restored_tokens, computed_tokens, restore_ms, source},
+kv: {restored_tokens, computed_tokens, restore_ms, source, ahead},
 timings: {ttft_ms, decode_tokens_per_s, total_ms},
 speculative: {mode, drafted, accepted, acceptance_rate, target_forwards, draft_length},
 warnings}"""
@@ -96,7 +96,8 @@ def as_json(result) -> dict:
         "usage": {"prompt_tokens": result.prompt_tokens,
                   "completion_tokens": result.completion_tokens},
         "kv": {"restored_tokens": result.restored_tokens, "computed_tokens": result.computed_tokens,
-               "restore_ms": result.restore_ms, "source": result.kv_source},
+               "restore_ms": result.restore_ms, "source": result.kv_source,
+               "ahead": result.restored_ahead},
         "timings": {"ttft_ms": result.ttft_ms, "decode_tokens_per_s": result.decode_tokens_per_s,
                     "total_ms": result.total_ms},
         "speculative": result.speculative,

@@ -52,6 +52,7 @@ class Session:
         self.frontend = Frontend()
         self.errors = 0
         self.quitting = False
+        self._prepare()
 
     # -- where we are ------------------------------------------------------------
 
@@ -86,6 +87,12 @@ class Session:
     def switch(self, conv_id: int) -> None:
         self.archive.touch(conv_id)  # most recently used: what `chatdb -c` reopens
         self.conv_id = conv_id
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Start restoring the conversation's KV while the user types."""
+        if self.conv_id is not None:
+            self.engine.prepare(self.conv_id)
 
     def ensure_conversation(self, first_text: str) -> int:
         if self.conv_id is None:
@@ -145,6 +152,7 @@ class Session:
             raise
         self.options = options
         self.stats.model_load_s = seconds
+        self._prepare()
 
     def close(self) -> None:
         """Wait for the KV of this session to be stored, then let the model go."""

@@ -17,7 +17,9 @@ def context_phrase(r) -> str:
     if r.kv_source == "memory":
         return f"restored {r.restored_tokens:,} tokens from memory in {duration(r.restore_ms)}{new}"
     if r.kv_source == "archive":
-        return f"resumed {r.restored_tokens:,} tokens from the archive in {duration(r.restore_ms)}{new}"
+        when = " while you typed" if r.restored_ahead else ""
+        return (f"resumed {r.restored_tokens:,} tokens from the archive in "
+                f"{duration(r.restore_ms)}{when}{new}")
     return f"read {r.computed_tokens:,} tokens"
 
 

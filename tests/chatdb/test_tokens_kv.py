@@ -196,14 +196,33 @@ def test_corruption_is_detected(archive, chain, plane_width):
         with pytest.raises(CorruptKV):
             archive.kv.get(m, FP).decode()
 
-    corrupt(archive, m, codec=good.codec)
+    # A flipped bit inside the frame: zstd's own content checksum catches it.
+    flipped = bytearray(good.data)
+    flipped[len(flipped) // 2] ^= 0x01
+    corrupt(archive, m, data=bytes(flipped), codec=good.codec)
+    with pytest.raises(CorruptKV):
+        archive.kv.get(m, FP).decode()
+
+    corrupt(archive, m, data=good.data)
     assert archive.kv.get(m, FP).decode() == raw
+
+
+def test_segments_stored_with_a_crc32_still_decode(archive, chain):
+    import zlib
+    raw = kv_bytes(9, n_tokens=4)
+    codec, blob, _ = encode(raw)
+    crc = f"crc32:{zlib.crc32(raw):08x}"
+    assert decode(codec, blob, len(raw), crc) == raw
+    with pytest.raises(CorruptKV, match="checksum"):
+        decode(codec, blob, len(raw), "crc32:00000000")
+    with pytest.raises(CorruptKV, match="checksum"):
+        decode(codec, blob, len(raw), "md5:0")
 
 
 def test_codec_functions_directly():
     raw = kv_bytes(8)
     codec, blob, checksum = encode(raw)
-    assert codec == "zstd+planes2" and checksum.startswith("crc32:")
+    assert codec == "zstd+planes2" and checksum == "zstd-xxh64:" + blob[-4:].hex()
     assert decode(codec, blob, len(raw), checksum) == raw
     # The planes really are planes: low bytes first, then high bytes.
     import zstandard

@@ -110,7 +110,7 @@ def test_chat_interrupt_quit_and_continue_with_the_context_resumed(terminal, db_
     term.wait_for(re.escape(ANSWER_COLOUR))
     answer_start = term.seen
     term.type("/history\r")                           # typed ahead while the answer streams
-    term.wait_for(r"resumed [\d,]+ tokens from the archive in [\d.,]+ m?s")
+    term.wait_for(r"resumed [\d,]+ tokens from the archive in [\d.,]+ m?s while you typed")
     assert "/history" not in term.screen[answer_start:term.seen]   # not echoed into the answer
     term.wait_for(r"\[3\] you")                        # ...but run at the next prompt
     term.wait_for(PROMPT)

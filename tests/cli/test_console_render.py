@@ -25,6 +25,8 @@ class Terminal(io.StringIO):
 def test_the_line_after_an_answer_says_how_the_context_was_obtained():
     assert turn_line(result()) == ("42 tokens · 61.3 tokens/s · first token 180 ms · resumed "
                                    "3,912 tokens from the archive in 84 ms, read 88 new")
+    assert "from the archive in 84 ms while you typed, read 88 new" in turn_line(
+        result(restored_ahead=True))
     assert "restored 3,912 tokens from memory in 1.2 s" in turn_line(
         result(kv_source="memory", restore_ms=1234))
     assert "reused 3,912 tokens already in memory, read 88 new" in turn_line(result(kv_source="live"))

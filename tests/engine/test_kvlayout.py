@@ -5,35 +5,58 @@ import pytest
 
 from engine import kvlayout
 from engine.decode import Decoder
+from engine.model import ContextConfig, Model
 from engine.sampling import Sampler, SamplingSettings
 
 
-def _logits_token(engine):
+@pytest.fixture(params=[True, False], ids=["flash-attn", "v-transposed"])
+def model(request, model_path):
+    """The default model with flash attention (V as rows) and without (V transposed)."""
+    config = ContextConfig(n_ctx=512, n_batch=512, n_threads=2, flash_attn=request.param)
+    m = Model(str(model_path), config)
+    yield m
+    m.close()
+
+
+def _greedy(model):
     with Sampler(SamplingSettings(temperature=0)) as sampler:
-        return sampler.sample(engine.model.ctx)
+        return sampler.sample(model.ctx)
 
 
-def test_rows_round_trip_byte_exact_and_same_next_token(open_engine):
-    _, engine = open_engine()
-    model = engine.model
+def test_rows_round_trip_byte_exact_and_same_next_token(model):
     tokens = model.tokenize("The quick brown fox jumps over the lazy dog. " * 8)
     decoder = Decoder(model)
     decoder.prefill(tokens, 0)
-    live_next = _logits_token(engine)
+    live_next = _greedy(model)
     state = model.get_state()
     layout = kvlayout.parse(state)
-    assert layout.n_cells == len(tokens)
+    assert layout.n_cells == len(tokens) and layout.v_trans == (not model.config.flash_attn)
     cuts = [0, 5, 40, len(tokens)]
     segments = [kvlayout.cut(state, layout, a, b) for a, b in zip(cuts, cuts[1:])]
     rebuilt = kvlayout.assemble(layout, segments, len(tokens))
-    assert rebuilt == bytes(state)
+    assert rebuilt.tobytes() == bytes(state)
 
     # Restore everything but the last token, recompute it: same greedy choice.
     model.clear()
     assert model.set_state(rebuilt)
     model.forget_from(len(tokens) - 1)
     decoder.prefill(tokens[-1:], len(tokens) - 1)
-    assert _logits_token(engine) == live_next
+    assert _greedy(model) == live_next
+    decoder.close()
+
+
+def test_segments_placed_from_byte_planes_equal_the_state(model):
+    tokens = model.tokenize("one two three four five six seven eight nine ten")
+    decoder = Decoder(model)
+    decoder.prefill(tokens, 0)
+    state = model.get_state()
+    layout = kvlayout.parse(state)
+    assembly, first = kvlayout.Assembly(layout, len(tokens)), 0
+    for a, b in [(3, 7), (0, 3), (7, len(tokens))]:  # any order: each writes its own tokens
+        segment = np.frombuffer(kvlayout.cut(state, layout, a, b), np.uint8)
+        planes = np.stack([segment[0::2], segment[1::2]])
+        assert assembly.place_planes(planes, a) == b - a
+    assert assembly.buffer.tobytes() == bytes(state)
     decoder.close()
 
 

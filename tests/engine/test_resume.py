@@ -161,3 +161,37 @@ def test_snapshot_mode_resumes_from_whole_states(tmp_path, open_engine):
     assert result.restored_tokens == sum(
         len(archive2.tokens.get(m.id, fresh.tokenizer)) for m in archive2.path(first.message_id))
     assert result.text == expected.text
+
+
+def test_prepare_restores_ahead_and_answers_the_same(tmp_path, open_engine):
+    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+    archive, engine = open_engine(db)
+    conv_id = archive.list_conversations()[0].id
+    engine.prepare(conv_id)
+    ahead = engine.reply(conv_id, SECOND)
+    assert ahead.kv_source == "archive" and ahead.restored_ahead
+    assert ahead.restored_tokens == stored_tokens_through(db, archive.path(ahead.user_message_id)[-2].id)
+    # Only the new message (and the answer's opening) was computed in the turn.
+    user_tokens = len(archive.tokens.get(ahead.user_message_id, engine.tokenizer))
+    assert user_tokens < ahead.computed_tokens < user_tokens + 8
+
+    clean_archive, fresh = open_engine(clean)
+    plain = fresh.reply(conv_id, SECOND)
+    assert not plain.restored_ahead and plain.kv_source == "archive"
+    assert ahead.text == plain.text
+
+
+def test_prepare_with_a_damaged_segment_warns_on_the_turn(tmp_path, open_engine):
+    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+    with Archive.open(db) as archive:
+        archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
+                             "WHERE message_id = (SELECT min(message_id) FROM kv_segments)")
+    warned = []
+    archive, engine = open_engine(db, warn=warned.append)
+    conv_id = archive.list_conversations()[0].id
+    engine.prepare(conv_id)
+    result = engine.reply(conv_id, SECOND)
+    assert len(warned) == 1 and "damaged" in warned[0]
+    assert result.restored_tokens == 0 and not result.restored_ahead
+    _, fresh = open_engine(clean, use_kv=False)
+    assert result.text == fresh.reply(conv_id, SECOND).text
