@@ -110,8 +110,8 @@ class KVCache:
         """
         started = time.perf_counter()
         source, n = self._restore(path.flat(), path, archive, limit=path.ends()[-1] if path.arrays else 0)
-        if source in ("memory", "archive"):
-            self.ahead = (source, (time.perf_counter() - started) * 1000)
+        ms = (time.perf_counter() - started) * 1000
+        self.ahead = (source, ms) if source in ("memory", "archive") else None
 
     def _restore(self, target: np.ndarray, path: "PathTokens | None", archive: Archive,
                  limit: int) -> "tuple[str, int]":
