@@ -176,10 +176,10 @@ def main() -> None:
               f"{same:>5} {modelled:>7.2f}x")
     print("accepted/drafted/rate/fwd: guesses accepted, guesses made, their ratio, and target-model "
           "forward passes, in the last auto run; k: draft length the policy settled on;\n"
-          "same: tokens both answers share from the start ('all' if identical): llama.cpp computes\n"
-          "a batch and a single step with different kernels, so near-ties can flip; ceiling: the "
-          "speedup lookup drafting would reach,\nby the CPU cost model, had the answer followed "
-          "the plain one (the model's own text sets it).")
+          "same: tokens both answers share from the start ('all' if identical; a number means the\n"
+          "llama.cpp in use sums a batch unlike a single step, see the Makefile); ceiling: the "
+          "speedup this drafter and policy would reach\nby the CPU cost model on the plain "
+          "answer's own tokens: how much of it repeats the conversation sets it.")
 
 
 if __name__ == "__main__":

@@ -22,14 +22,14 @@ from .draft_model import DraftModel
 from .draft_policy import DraftPolicy, gpu_cost
 from .drafting import make_drafter, resolve_mode
 from .errors import EngineError, PromptTooLong
-from .fingerprint import file_fingerprint, kv_fingerprint
+from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
 from .kvcache import KVCache
 from .kvwriter import KVWriter, StoreJob
 from .layout_check import check_layout
 from .model import Model
 from .model_path import resolve_model_path
-from .prefetch import Prefetch
+from .prefetch import EarlyRead, Prefetch
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
 from .sampling import Sampler, SamplingSettings
 from .settings import plan
@@ -78,10 +78,8 @@ class Engine:
         # fallback for sliding-window, recurrent and hybrid models).
         self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
                                      else check_layout(model, self.warn))
-        cfg = model.config
-        self.fingerprint = kv_fingerprint(
-            model_fp, type_k=cfg.type_k, type_v=cfg.type_v, flash_attn=cfg.flash_attn,
-            mode=self.kv_mode, layout=kvlayout.VERSION, scaled_ctx=model.n_ctx > model.n_ctx_train())
+        self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode,
+                                                 scaled_ctx=model.n_ctx > model.n_ctx_train())
         self.decoder = Decoder(model)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
         self.cache = KVCache(model, self.decoder, archive, self.fingerprint, self.layout,
@@ -97,18 +95,30 @@ class Engine:
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
              use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None,
-             draft: str = "auto", draft_model=None, kv_mode: str = "auto") -> "Engine":
+             draft: str = "auto", draft_model=None, kv_mode: str = "auto",
+             resume: "int | None" = None) -> "Engine":
+        """Load a model for the archive; `resume`, a message the first turn continues,
+        has its stored KV read and decompressed while the model loads."""
         path = resolve_model_path(model_path)
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
         report = hardware.detect()
         chosen = plan(report, path.stat().st_size, n_ctx=n_ctx)
+        early = None
+        if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
+            # The fingerprint the engine will have, if its layout check passes.
+            expected = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
+                                             chosen.config, "rows", scaled_ctx=False)
+            early = EarlyRead(archive.db_path, resume, expected)
         model = Model(str(path), chosen.config)
         try:
-            return cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
-                       draft, draft_model, kv_mode)
+            engine = cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
+                         draft, draft_model, kv_mode)
         except Exception:
             model.close()
             raise
+        if early is not None:
+            engine.cache.early = early.take(engine.fingerprint)
+        return engine
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

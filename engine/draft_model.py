@@ -9,9 +9,8 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from . import kvlayout
 from .decode import Decoder
-from .fingerprint import file_fingerprint, kv_fingerprint
+from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .kvcache import KVCache, common_prefix
 from .layout_check import check_layout
 from .model import ContextConfig, Model
@@ -31,10 +30,8 @@ class DraftModel:
             self.model.close()
             raise
         self.layout, self.kv_mode = check_layout(self.model, warn)
-        cfg = self.model.config
-        self.fingerprint = kv_fingerprint(
-            file_fingerprint(path, archive.fingerprints), type_k=cfg.type_k, type_v=cfg.type_v,
-            flash_attn=cfg.flash_attn, mode=self.kv_mode, layout=kvlayout.VERSION, role="draft")
+        self.fingerprint = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
+                                                 self.model.config, self.kv_mode, role="draft")
         self.decoder = Decoder(self.model)
         self.cache = KVCache(self.model, self.decoder, archive, self.fingerprint, self.layout,
                              use_archive=use_archive, warn=warn)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from chatdb.fingerprints import FingerprintCache
 
+from . import kvlayout
+
 SAMPLE = 8 << 20  # bytes hashed at the start, middle and end of large files
 
 
@@ -46,3 +48,9 @@ def kv_fingerprint(model_fp: str, **config) -> str:
     """The fingerprint KV segments are stored under: model plus KV configuration."""
     blob = json.dumps({"model": model_fp, **config}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def kv_config_fingerprint(model_fp: str, config, mode: str, **extra) -> str:
+    """The fingerprint of KV a model file makes under a context configuration (ContextConfig)."""
+    return kv_fingerprint(model_fp, type_k=config.type_k, type_v=config.type_v,
+                          flash_attn=config.flash_attn, mode=mode, layout=kvlayout.VERSION, **extra)

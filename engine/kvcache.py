@@ -85,6 +85,7 @@ class KVCache:
         self.live = np.zeros(0, np.int32)   # the tokens whose KV sequence 0 holds
         self.memory = MemoryStates()
         self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used
+        self.early: dict = {}   # message id -> Future of its decoded planes (prefetch.EarlyRead)
         self._warned: set[str] = set()
 
     def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None) -> Acquired:
@@ -136,6 +137,7 @@ class KVCache:
             source = "none"
         self.model.forget_from(n)
         self.live = self.live[:n] if source in ("live", "none") else target[:n].copy()
+        self.early = {}  # read for the first restore only
         return source, n
 
     def extend(self, tokens) -> None:
@@ -188,18 +190,26 @@ class KVCache:
         kv = archive.kv
         refs = kv.rows_index(message_id, self.fingerprint)
         assembly = kvlayout.Assembly(self.layout, sum(r.n_tokens for r in refs))
-        pool, first, pending = _decoder_pool(), 0, []
+        pool, first, pending = decoder_pool(), 0, []
         for ref in refs:  # zstd and numpy release the GIL: decoding overlaps the reads
-            segment = kv.get(ref.message_id, self.fingerprint)
-            if segment is None:
-                raise CorruptKV(f"message {ref.message_id}: segment deleted while reading")
-            pending.append((ref, pool.submit(_place, assembly, segment, first)))
+            planes = self._planes(kv, ref.message_id)
+            pending.append((ref, pool.submit(_place, assembly, planes, ref.n_tokens, first)))
             first += ref.n_tokens
         for ref, done in pending:
             if (error := done.result()) is not None:
                 self._drop(archive, ref.message_id)
                 raise CorruptKV(f"message {ref.message_id}: {error}")
         return assembly.buffer
+
+    def _planes(self, kv, message_id: int):
+        """A callable giving a segment's decoded planes: decoded early, or read now."""
+        early = self.early.pop(message_id, None)
+        if early is not None:
+            return early.result
+        segment = kv.get(message_id, self.fingerprint)
+        if segment is None:
+            raise CorruptKV(f"message {message_id}: segment deleted while reading")
+        return segment.planes
 
     def _drop(self, archive: Archive, message_id: int) -> None:
         """Delete a corrupt segment so the recomputed one can replace it."""
@@ -224,17 +234,17 @@ class KVCache:
             self.memory.put(self.live, self.model.get_state())
 
 
-def _place(assembly: kvlayout.Assembly, segment, first: int) -> "CorruptKV | None":
-    """Decode one segment into its place; a fault is returned, for the caller to drop it."""
+def _place(assembly: kvlayout.Assembly, planes, n_tokens: int, first: int) -> "CorruptKV | None":
+    """Decode one segment (planes: a callable) into its place; a fault is returned, for the caller to drop it."""
     try:
-        if assembly.place_planes(segment.planes(), first) != segment.n_tokens:
-            return CorruptKV(f"segment holds other than its {segment.n_tokens} tokens")
+        if assembly.place_planes(planes(), first) != n_tokens:
+            return CorruptKV(f"segment holds other than its {n_tokens} tokens")
     except (CorruptKV, kvlayout.LayoutMismatch) as exc:
         return CorruptKV(str(exc))
     return None
 
 
 @functools.lru_cache(maxsize=1)
-def _decoder_pool() -> ThreadPoolExecutor:
+def decoder_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1),
                               thread_name_prefix="chatdb-kv-decode")

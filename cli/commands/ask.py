@@ -49,7 +49,8 @@ def run(args) -> int:
         conv_id = _conversation(archive, args, text)
         engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
                              sampling=sampling_from(args), warn=output.warning,
-                             draft=args.draft, draft_model=args.draft_model)
+                             draft=args.draft, draft_model=args.draft_model,
+                             resume=archive.conversation(conv_id).head_id)
         try:
             stream = None if args.json else _stream
             with stop_on_sigint() as stopped:

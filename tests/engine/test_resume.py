@@ -195,3 +195,30 @@ def test_prepare_with_a_damaged_segment_warns_on_the_turn(tmp_path, open_engine)
     assert result.restored_tokens == 0 and not result.restored_ahead
     _, fresh = open_engine(clean, use_kv=False)
     assert result.text == fresh.reply(conv_id, SECOND).text
+
+
+def test_segments_read_while_the_model_loads_are_used_once(tmp_path, open_engine):
+    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+    with Archive.open(db) as archive:
+        head = archive.latest_conversation().head_id
+    archive, engine = open_engine(db, resume=head)
+    assert len(engine.cache.early) == 2   # the first question and its answer, decoded already
+    conv_id = archive.latest_conversation().id
+    result = engine.reply(conv_id, SECOND)
+    assert result.kv_source == "archive" and not engine.cache.early
+    _, fresh = open_engine(clean, use_kv=False)
+    assert result.text == fresh.reply(conv_id, SECOND).text
+
+
+def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_engine):
+    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+    with Archive.open(db) as archive:
+        archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
+                             "WHERE message_id = (SELECT max(message_id) FROM kv_segments)")
+        head = archive.latest_conversation().head_id
+    warned = []
+    archive, engine = open_engine(db, warn=warned.append, resume=head)
+    result = engine.reply(archive.latest_conversation().id, SECOND)
+    assert len(warned) == 1 and "damaged" in warned[0] and result.restored_tokens == 0
+    _, fresh = open_engine(clean, use_kv=False)
+    assert result.text == fresh.reply(archive.latest_conversation().id, SECOND).text
