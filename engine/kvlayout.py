@@ -151,7 +151,6 @@ class Assembly:
             pos += b.per_token * count
         return count
 
-
     def place_planes(self, planes: np.ndarray, first: int) -> int:
         """Like place, for a segment given as byte planes (kvcodec): interleaved as it is copied."""
         if len(planes) == 1:

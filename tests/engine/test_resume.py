@@ -222,3 +222,18 @@ def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_
     assert len(warned) == 1 and "damaged" in warned[0] and result.restored_tokens == 0
     _, fresh = open_engine(clean, use_kv=False)
     assert result.text == fresh.reply(archive.latest_conversation().id, SECOND).text
+
+
+def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, open_engine):
+    db, _ = _first_turn_and_a_clean_copy(tmp_path)
+    archive, engine = open_engine(db)
+    first = archive.latest_conversation()
+    other = archive.create_conversation("other")
+    archive.add_message(other.id, "user", "Say one word.")
+    engine.prepare(first.id)
+    engine.prepare(other.id)          # waits for the first restore, then starts the next
+    engine.prepare(first.id)
+    result = engine.reply(first.id, SECOND)
+    assert result.kv_source == "archive" and result.restored_ahead
+    engine.prepare(other.id)
+    engine.close()                    # waits for the restore in flight; nothing hangs
