@@ -16,7 +16,7 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from . import cpu_costs, hardware, kvlayout
+from . import cpu_costs, hardware
 from .decode import Decoder
 from .draft_model import DraftModel
 from .draft_policy import DraftPolicy, gpu_cost
@@ -139,9 +139,9 @@ class Engine:
             self.prefetch.start(self.archive.db_path, lambda archive, warn: self._warm(archive, head, warn))
 
     def _warm(self, archive: Archive, head: int, warn) -> None:
-        tokens = PromptBuilder(self.model, archive, self.tokenizer).path_tokens(archive.path(head))
-        room = self.model.n_ctx - min(self.sampling.max_tokens, self.model.n_ctx // 4) - 16
-        if len(tokens.flat()) > room:
+        prompts, path = PromptBuilder(self.model, archive, self.tokenizer), archive.path(head)
+        tokens = prompts.path_tokens(path)
+        if sum(tokens.lengths) > self._room(self.sampling) - len(prompts.generation_tokens(path)):
             return
         for cache in [self.cache] + ([self.draft.cache] if self.draft else []):
             cache.warn, quiet = warn, cache.warn  # nothing printed from this thread
@@ -178,11 +178,15 @@ class Engine:
         return self._answer(conv_id, path, started, on_text, cancelled, sampling or self.sampling,
                             progress, user_message_id=None)
 
+    def _room(self, settings: SamplingSettings) -> int:
+        """Context tokens a prompt may take: the rest is kept for the answer (at most a quarter)."""
+        return self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4)
+
     def _check_fits(self, path, user_tokens, settings) -> None:
         system = path[0] if path and path[0].role == "system" else None
         floor = len(self.prompts.path_tokens([system]).flat()) if system else 0
         floor += len(self.prompts.generation_tokens(path))
-        room = self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4)
+        room = self._room(settings)
         if floor + len(user_tokens) > room:
             raise PromptTooLong(
                 f"the message is {len(user_tokens)} tokens; with the system prompt it does not "
@@ -192,8 +196,7 @@ class Engine:
                 user_message_id) -> TurnResult:
         tokens = self.prompts.path_tokens(path)
         opening = self.prompts.generation_tokens(path)
-        reserve = min(settings.max_tokens, self.model.n_ctx // 4) + len(opening)
-        window = fit_window(tokens, path, self.model.n_ctx - reserve, self.prompts)
+        window = fit_window(tokens, path, self._room(settings) - len(opening), self.prompts)
         if window.left_out:
             self.warn(f"the conversation is longer than the context: the oldest "
                       f"{window.left_out} messages after the system prompt are left out")
