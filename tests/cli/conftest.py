@@ -1,5 +1,6 @@
 """Running the real `chatdb` command in a subprocess, on a real archive file."""
 
+import io
 import json
 import os
 import subprocess
@@ -10,6 +11,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def console_session(db_path, sampling):
+    """A console Session on a real archive file and the default model (close it after)."""
+    from chatdb.archive import Archive
+    from cli.console.model_loading import EngineOptions, load_engine
+    from cli.console.render import Renderer
+    from cli.console.session import Session
+
+    archive = Archive.open(db_path)
+    render = Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
+    options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
+    engine, _ = load_engine(render, archive, options, sampling)
+    return Session(archive, engine, render, options, sampling)
 
 
 @pytest.fixture

@@ -14,10 +14,11 @@ import pytest
 
 from chatdb.archive import Archive
 from cli.console import commands, stdin_mode
-from cli.console.model_loading import EngineOptions, load_engine
 from cli.console.render import Renderer
 from cli.console.session import Session
 from engine.sampling import SamplingSettings
+
+from .conftest import console_session
 
 GREEDY = SamplingSettings(temperature=0, max_tokens=6, seed=1)
 
@@ -60,11 +61,7 @@ class Console:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory):
     db_path = tmp_path_factory.mktemp("console") / "chatdb.db"
-    archive = Archive.open(db_path)
-    render = Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
-    options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
-    engine, _ = load_engine(render, archive, options, GREEDY)
-    session = Session(archive, engine, render, options, GREEDY)
+    session = console_session(db_path, GREEDY)
     yield Console(session, db_path)
     session.close()
 

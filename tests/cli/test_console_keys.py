@@ -17,14 +17,12 @@ from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from chatdb.archive import Archive
 from cli.console import app
 from cli.console.completion import ConsoleCompleter
 from cli.console.history_file import ensure_private, history_path
-from cli.console.model_loading import EngineOptions, load_engine
-from cli.console.render import Renderer
-from cli.console.session import Session
 from engine.sampling import SamplingSettings
+
+from .conftest import console_session
 
 ENTER, ALT_ENTER, CTRL_C, CTRL_D, UP, CTRL_R, CTRL_U = "\r", "\x1b\r", "\x03", "\x04", "\x1b[A", "\x12", "\x15"
 GREEDY = SamplingSettings(temperature=0, max_tokens=4, seed=1)
@@ -33,11 +31,7 @@ GREEDY = SamplingSettings(temperature=0, max_tokens=4, seed=1)
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
     db_path = tmp_path_factory.mktemp("keys") / "chatdb.db"
-    archive = Archive.open(db_path)
-    render = Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
-    options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
-    engine, _ = load_engine(render, archive, options, GREEDY)
-    session = Session(archive, engine, render, options, GREEDY)
+    session = console_session(db_path, GREEDY)
     yield session
     session.close()
 
