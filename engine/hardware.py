@@ -6,11 +6,15 @@ that report, not guessed from the platform.
 """
 
 import ctypes
-import os
+import hashlib
+import json
+import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import llama_cpp
+
+from . import machine
 
 DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
 
@@ -40,7 +44,15 @@ class HardwareReport:
         return [d for d in self.devices if d.type in ("gpu", "igpu")]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "machine_id": self.machine_id()}
+
+    def machine_id(self) -> str:
+        """What timings depend on: the CPU, the devices and the llama.cpp build (not the hostname)."""
+        blob = json.dumps([platform.machine(), platform.system(), machine.cpu_model(),
+                           self.physical_cores, self.logical_cores, self.system_info,
+                           self.llama_cpp_python, self.backends,
+                           [(d.name, d.description, d.memory_total) for d in self.devices]])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _ggml() -> ctypes.CDLL:
@@ -76,10 +88,11 @@ def detect() -> HardwareReport:
     backends = [lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)).decode()
                 for i in range(lib.ggml_backend_reg_count())]
     devices = [_device(lib, lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
+    cpus = machine.allowed_cpus()
     return HardwareReport(
         backends=backends, devices=devices,
         gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
-        physical_cores=physical_cores(), logical_cores=len(os.sched_getaffinity(0)),
+        physical_cores=machine.physical_cores(cpus), logical_cores=len(cpus),
         system_info=llama_cpp.llama_print_system_info().decode().strip(),
     )
 
@@ -96,16 +109,3 @@ def _device(lib: ctypes.CDLL, dev) -> Device:
         memory_free=free.value, memory_total=total.value,
     )
 
-
-def physical_cores() -> int:
-    """Physical cores available to this process (hyper-threads slow llama.cpp down)."""
-    allowed = os.sched_getaffinity(0)
-    cores = set()
-    try:
-        for cpu in allowed:
-            topo = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-            cores.add((topo / "physical_package_id").read_text().strip()
-                      + ":" + (topo / "core_id").read_text().strip())
-    except OSError:
-        return max(1, len(allowed))
-    return max(1, len(cores))

@@ -26,6 +26,7 @@ class ContextConfig:
     type_k: int = llama_cpp.GGML_TYPE_F16
     type_v: int = llama_cpp.GGML_TYPE_F16
     n_gpu_layers: int = 0
+    n_threads_batch: "int | None" = None     # prefill threads; None: as n_threads
 
 
 class Model:
@@ -45,7 +46,7 @@ class Model:
         self.config = config = ContextConfig(**{**config.__dict__, "n_ctx": n_ctx})
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, config.n_batch, config.n_batch
-        cparams.n_threads = cparams.n_threads_batch = config.n_threads
+        cparams.n_threads, cparams.n_threads_batch = config.n_threads, self.threads_batch
         cparams.n_seq_max = 1
         cparams.type_k, cparams.type_v = config.type_k, config.type_v
         cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
@@ -67,6 +68,16 @@ class Model:
     @property
     def n_ctx(self) -> int:
         return self.config.n_ctx
+
+    @property
+    def threads_batch(self) -> int:
+        return self.config.n_threads_batch or self.config.n_threads
+
+    def set_threads(self, decode: int, batch: int) -> None:
+        """Change the thread counts between turns (llama.cpp applies them at the next decode)."""
+        llama_cpp.llama_set_n_threads(self.ctx, decode, batch)
+        self.config = ContextConfig(**{**self.config.__dict__, "n_threads": decode,
+                                       "n_threads_batch": batch})
 
     @property
     def on_cpu(self) -> bool:

@@ -6,8 +6,12 @@ so Ctrl-C there is a plain SIGINT that cli.interrupt turns into "stop this
 answer, keep what was written".
 """
 
-import termios
 from contextlib import contextmanager
+
+try:
+    import termios
+except ImportError:  # Windows: prompt_toolkit drives its console itself
+    termios = None
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
@@ -45,6 +49,9 @@ class TerminalFrontend(Frontend):
 def no_echo(keyboard):
     """While an answer streams, keys are neither echoed into it nor cooked: they wait,
     as typed (Enter, Ctrl-D included), for the next prompt. Ctrl-C still sends SIGINT."""
+    if termios is None:
+        yield
+        return
     try:
         fd = keyboard.fileno()
         saved = termios.tcgetattr(fd)
