@@ -86,10 +86,11 @@ def diskcache_worker(model: str, cache_dir: str, prompt: str) -> None:
     """Runs in its own process: one completion through LlamaDiskCache; prints TTFT in ms."""
     from llama_cpp import Llama, LlamaDiskCache
 
-    from engine import hardware, settings
-    cfg = settings.plan(hardware.detect(), os.path.getsize(model)).config  # chatdb's own settings
+    from engine import gguf_header, hardware, settings, threads
+    cfg = settings.plan(hardware.detect(), gguf_header.read_facts(model),  # chatdb's own settings
+                        threads=threads.ThreadTuner().choice).config
     llm = Llama(model, n_ctx=cfg.n_ctx, flash_attn=cfg.flash_attn, n_gpu_layers=cfg.n_gpu_layers,
-                n_threads=cfg.n_threads, n_threads_batch=cfg.n_threads, verbose=False)
+                n_threads=cfg.n_threads, n_threads_batch=cfg.n_threads_batch, verbose=False)
     llm.set_cache(LlamaDiskCache(cache_dir=cache_dir, capacity_bytes=8 << 30))
     started = time.perf_counter()
     stream = llm.create_completion(prompt, max_tokens=8, temperature=0, stream=True)

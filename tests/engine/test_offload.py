@@ -1,0 +1,106 @@
+"""Offload planning from the model's own header and synthetic device reports."""
+
+import pytest
+
+from engine.errors import EngineError
+from engine.gguf_header import ModelFacts, read_facts
+from engine.hardware import Device, HardwareReport
+from engine.settings import GPU_HEADROOM, MIN_FULL_CTX, plan
+
+MiB, GiB = 1 << 20, 1 << 30
+FACTS = ModelFacts(arch="llama", n_layer=32, n_ctx_train=32768, kv_bytes_per_token=128 * 1024,
+                   layer_bytes=[200 * MiB] * 32, output_bytes=400 * MiB, other_bytes=400 * MiB)
+
+
+def report(*gpus_free, host_free=64 * GiB, offload=True):
+    devices = [Device("CPU", "a CPU", "cpu", "CPU", host_free, 2 * host_free)]
+    devices += [Device(f"CUDA{i}", f"GPU {i}", "gpu", "CUDA", free, free + GiB)
+                for i, free in enumerate(gpus_free)]
+    return HardwareReport(backends=["CUDA", "CPU"], devices=devices, gpu_offload=offload,
+                          physical_cores=8, logical_cores=16, system_info="")
+
+
+def gpu_bytes(config, facts=FACTS):
+    """Weights and KV the plan puts on the GPUs."""
+    layers = facts.n_layer if config.n_gpu_layers < 0 else config.n_gpu_layers
+    weights = sum(facts.layer_bytes[facts.n_layer - layers:])
+    weights += facts.output_bytes if config.n_gpu_layers < 0 else 0
+    return weights + layers * facts.kv_bytes_per_token_layer() * config.n_ctx
+
+
+def test_one_gpu_with_room_takes_every_layer_and_the_default_context():
+    p = plan(report(24 * GiB), FACTS)
+    assert p.config.n_gpu_layers == -1 and p.config.n_ctx == 8192 and p.config.flash_attn
+    assert p.offload == "all 32 layers on CUDA0 (GPU 0)"
+
+
+def test_weights_that_fit_with_a_shorter_context_stay_whole_on_the_gpu():
+    free = GPU_HEADROOM + 32 * 200 * MiB + 400 * MiB + 3000 * 128 * 1024
+    p = plan(report(free), FACTS)
+    assert p.config.n_gpu_layers == -1
+    assert MIN_FULL_CTX <= p.config.n_ctx < 8192 and p.config.n_ctx % 256 == 0
+    assert gpu_bytes(p.config) <= free - GPU_HEADROOM
+
+
+def test_a_gpu_too_small_takes_as_many_layers_as_fit():
+    free = GPU_HEADROOM + 3 * GiB
+    p = plan(report(free), FACTS)
+    layers = p.config.n_gpu_layers
+    assert 0 < layers < 32 and p.config.n_ctx == 8192 and p.config.flash_attn
+    assert gpu_bytes(p.config) <= free - GPU_HEADROOM
+    one_more = p.config.__class__(**{**p.config.__dict__, "n_gpu_layers": layers + 1})
+    assert gpu_bytes(one_more) > free - GPU_HEADROOM
+    assert p.offload == f"{layers} of 32 layers on CUDA0 (GPU 0), the rest on the CPU"
+
+
+def test_a_requested_context_is_kept_and_costs_layers():
+    free = GPU_HEADROOM + 8 * GiB
+    assert plan(report(free), FACTS).config.n_gpu_layers == -1
+    p = plan(report(free), FACTS, n_ctx=32768)
+    assert p.config.n_ctx == 32768 and 0 < p.config.n_gpu_layers < 32
+
+
+def test_two_gpus_together_hold_what_neither_holds_alone():
+    each = GPU_HEADROOM + 4 * GiB
+    assert plan(report(each), FACTS).config.n_gpu_layers != -1
+    p = plan(report(each, each), FACTS)
+    assert p.config.n_gpu_layers == -1
+    assert p.offload == "all 32 layers on CUDA0 (GPU 0) and CUDA1 (GPU 1)"
+
+
+def test_no_gpu_runs_on_the_cpu_with_a_context_host_memory_allows():
+    p = plan(report(), FACTS)
+    assert p.config.n_gpu_layers == 0 and not p.config.flash_attn and p.offload == "CPU only"
+    assert p.config.n_ctx == 8192
+    small = plan(report(host_free=2 * GiB), FACTS)   # a quarter of 2 GiB: 4,096 tokens of KV
+    assert small.config.n_ctx == 4096
+
+
+def test_a_build_without_gpu_offload_ignores_the_devices():
+    assert plan(report(24 * GiB, offload=False), FACTS).offload == "CPU only"
+
+
+def test_the_context_never_exceeds_what_the_model_was_trained_for():
+    short = ModelFacts(**{**FACTS.__dict__, "n_ctx_train": 2048})
+    assert plan(report(24 * GiB), short).config.n_ctx == 2048
+
+
+def test_the_header_agrees_with_llama_cpp(open_engine, model_path):
+    facts = read_facts(model_path)
+    _, engine = open_engine(use_kv=False, draft="off")
+    assert facts.n_layer == engine.model.n_layer
+    assert facts.n_ctx_train == engine.model.n_ctx_train()
+    assert facts.kv_bytes_per_token == engine.layout.bytes_per_token
+    assert facts.weight_bytes == engine.model.size_bytes()
+    assert facts.arch == engine.model.metadata()["general.architecture"]
+
+
+def test_a_damaged_file_is_a_clear_error(tmp_path, model_path):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(model_path.read_bytes()[:5000])
+    with pytest.raises(EngineError, match="truncated"):
+        read_facts(cut)
+    other = tmp_path / "notes.gguf"
+    other.write_text("hello")
+    with pytest.raises(EngineError, match="not a GGUF file"):
+        read_facts(other)
