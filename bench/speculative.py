@@ -21,7 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from chatdb.archive import Archive  # noqa: E402
-from engine import cpu_costs  # noqa: E402
 from engine.chat import Engine  # noqa: E402
 from engine.draft_policy import DraftPolicy  # noqa: E402
 from engine.lookup import LookupDrafter  # noqa: E402
@@ -120,15 +119,15 @@ def same_prefix(archive, engine, plain_id: int, spec_id: int) -> str:
     return str(next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b))))
 
 
-def ceiling(tokens: list[int], n_prompt: int) -> float:
+def ceiling(tokens: list[int], n_prompt: int, costs) -> float:
     """Modelled speedup of lookup drafting had the answer followed the plain one exactly.
 
     Replays the plain answer: the same drafter and policy guess, a guess
     counts while it equals the plain answer's next token, and each forward
-    pass costs what cpu_costs says. It separates what the model's own text
+    pass costs what the engine's calibrated cost model says. It separates what the model's own text
     allows from what numeric near-ties (the `same` column) change.
     """
-    drafter, policy = LookupDrafter(tokens[:n_prompt]), DraftPolicy(cpu_costs.verify_cost)
+    drafter, policy = LookupDrafter(tokens[:n_prompt]), DraftPolicy(costs.verify_cost)
     position, cost = n_prompt + 1, 0.0
     while position < len(tokens):
         k = policy.length(position)
@@ -137,9 +136,9 @@ def ceiling(tokens: list[int], n_prompt: int) -> float:
                         min(len(drafts), len(tokens) - position))
         if drafts:
             policy.verified(len(drafts), accepted)
-        cost += cpu_costs.batch(len(drafts) + 1, position)
+        cost += costs.batch(len(drafts) + 1, position)
         position += accepted + 1
-    plain = sum(cpu_costs.step(p) for p in range(n_prompt + 1, len(tokens)))
+    plain = sum(costs.step(p) for p in range(n_prompt + 1, len(tokens)))
     return plain / cost
 
 
@@ -153,33 +152,42 @@ def main() -> None:
         plain = Engine.open(archive, use_kv=False, draft="off")
         spec = Engine.open(archive, use_kv=False, draft="auto")
         for name, turns in TASKS.items():
-            base, fast, figures = [], [], []
+            base, fast, figures, ceilings = [], [], [], []
             for _ in range(args.repeat):
                 a = run(plain, archive, turns, args.max_tokens)
-                modelled = ceiling(plain.cache.live.tolist(), a.prompt_tokens)
                 b = run(spec, archive, turns, args.max_tokens)
+                modelled = ceiling(plain.cache.live.tolist(), a.prompt_tokens, spec.tuning.costs())
                 same = same_prefix(archive, plain, a.message_id, b.message_id)
                 base.append(a.decode_tokens_per_s)
                 fast.append(b.decode_tokens_per_s)
                 figures.append(b.speculative)
+                ceilings.append(modelled)
             rows.append((name, a.completion_tokens, statistics.median(base),
-                         statistics.median(fast), figures, same, modelled))
+                         statistics.median(fast), figures, same, statistics.median(ceilings)))
+        costs = spec.describe()
         plain.close()
         spec.close()
     print(f"\nDecode tokens/s, greedy, median of {args.repeat} alternating runs (same output both ways)")
-    print(f"{'task':<10} {'tokens':>6} {'plain':>7} {'auto':>7} {'speedup':>8} {'accepted':>9} {'drafted':>8} {'rate':>6} {'fwd':>5} {'k':>3} {'same':>5} {'ceiling':>8}")
+    print(f"{'task':<10} {'tokens':>6} {'plain':>7} {'auto':>7} {'speedup':>8} {'accepted':>9} {'drafted':>8} {'rate':>6} {'fwd':>5} {'k':>3} {'same':>5} {'ceiling':>8} {'of ceil':>8}")
     for name, n, b, f, figs, same, modelled in rows:
         last = figs[-1]
         rate = f"{last['acceptance_rate']:.2f}" if last["acceptance_rate"] is not None else "-"
         print(f"{name:<10} {n:>6} {b:>7.1f} {f:>7.1f} {f / b:>7.2f}x {last['accepted']:>9} "
               f"{last['drafted']:>8} {rate:>6} {last['target_forwards']:>5} {last['draft_length']:>3} "
-              f"{same:>5} {modelled:>7.2f}x")
+              f"{same:>5} {modelled:>7.2f}x {f / b / modelled:>8.2f}")
     print("accepted/drafted/rate/fwd: guesses accepted, guesses made, their ratio, and target-model "
           "forward passes, in the last auto run; k: draft length the policy settled on;\n"
           "same: tokens both answers share from the start ('all' if identical; a number means the\n"
           "llama.cpp in use sums a batch unlike a single step, see the Makefile); ceiling: the "
-          "speedup this drafter and policy would reach\nby the CPU cost model on the plain "
-          "answer's own tokens: how much of it repeats the conversation sets it.")
+          "speedup this drafter and policy would reach\nby the calibrated cost model on the plain "
+          "answer's own tokens: how much of it repeats the conversation sets it; of ceil: speedup / ceiling.")
+    c, t = costs["cost_model"], costs["threads"]
+    print(f"cost model ({c['source']}, {c['timings']} timings, {c['turns']} turns refined, "
+          f"{t['decode']} decode threads: {t['reason']}): step {c['step_ms'][0]:.2f} ms at 0 tokens, "
+          f"{c['step_ms'][1]:.2f} ms at 4,096; 5-row batch {c['batch5_ms'][0]:.2f} / "
+          f"{c['batch5_ms'][1]:.2f} ms; verifying 4 guesses at 1,000 tokens = "
+          f"{c['verify_4_at_1000']:.2f} steps")
+    print("targets: prose auto >= 0.97x plain; editing and quotation within 10% of the ceiling")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 from . import forest, queries as q
 from .clock import now
 from .connection import connect
+from .costs import CostStore
 from .errors import ChatdbError, NotFound
 from .fingerprints import FingerprintCache
 from .kv import KVStore
@@ -36,6 +37,7 @@ class Archive:
         self.tokens = TokenStore(conn)
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
+        self.costs = CostStore(conn)
 
     @classmethod
     def open(cls, path: "str | Path | None" = None) -> "Archive":

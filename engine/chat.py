@@ -16,14 +16,15 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from . import cpu_costs, hardware
+from . import hardware
 from .decode import Decoder
 from .draft_model import DraftModel
-from .draft_policy import DraftPolicy, gpu_cost
+from .draft_policy import DraftPolicy
 from .drafting import make_drafter, resolve_mode
 from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
+from .gguf_header import read_facts
 from .kvcache import KVCache
 from .kvwriter import KVWriter, StoreJob
 from .layout_check import check_layout
@@ -33,6 +34,8 @@ from .prefetch import EarlyRead, Prefetch
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
 from .sampling import Sampler, SamplingSettings
 from .settings import plan
+from .threads import ThreadTuner
+from .tuning import Tuning
 from .window import fit_window
 
 
@@ -66,7 +69,8 @@ class TurnResult:
 class Engine:
     def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
-                 warn=None, draft: str = "auto", draft_model=None, kv_mode: str = "auto"):
+                 warn=None, draft: str = "auto", draft_model=None, kv_mode: str = "auto",
+                 tuning: "Tuning | None" = None):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()
@@ -89,20 +93,24 @@ class Engine:
         self.draft_mode = resolve_mode(draft, draft_model is not None)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
-        self.draft_cost = cpu_costs.verify_cost if model.on_cpu else gpu_cost
+        self.tuning = tuning or Tuning(ThreadTuner(), report)
+        self.tuning.attach(model, self.decoder, archive, self.fingerprint,
+                           measure=self.draft_mode != "off")
         self.prefetch = Prefetch()
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
              use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None,
              draft: str = "auto", draft_model=None, kv_mode: str = "auto",
-             resume: "int | None" = None) -> "Engine":
+             resume: "int | None" = None, threads: "int | None" = None) -> "Engine":
         """Load a model for the archive; `resume`, a message the first turn continues,
-        has its stored KV read and decompressed while the model loads."""
+        has its stored KV read and decompressed while the model loads; `threads`
+        fixes the thread count (else chosen from the free cores, turn by turn)."""
         path = resolve_model_path(model_path)
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
+        tuner = ThreadTuner(threads)  # measures the others while the model loads
         report = hardware.detect()
-        chosen = plan(report, path.stat().st_size, n_ctx=n_ctx)
+        chosen = plan(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice)
         early = None
         if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
             # The fingerprint the engine will have, if its layout check passes.
@@ -112,7 +120,7 @@ class Engine:
         model = Model(str(path), chosen.config)
         try:
             engine = cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
-                         draft, draft_model, kv_mode)
+                         draft, draft_model, kv_mode, Tuning(tuner, report))
         except Exception:
             model.close()
             raise
@@ -194,6 +202,7 @@ class Engine:
 
     def _answer(self, conv_id, path, started, on_text, cancelled, settings, progress,
                 user_message_id) -> TurnResult:
+        self.tuning.before_turn()
         tokens = self.prompts.path_tokens(path)
         opening = self.prompts.generation_tokens(path)
         window = fit_window(tokens, path, self._room(settings) - len(opening), self.prompts)
@@ -208,9 +217,10 @@ class Engine:
             if settings.repeat_penalty != 1.0:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
             # A fresh policy per answer: the same prompt and seed give the same batches.
-            policy = DraftPolicy(self.draft_cost)
+            policy = DraftPolicy(self.tuning.costs().verify_cost)
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
                            cancelled, drafter, policy)
+        self.tuning.after_turn(gen.timings)
         message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
                                        exact=not window.left_out)
         if not window.left_out:
@@ -297,6 +307,7 @@ class Engine:
             "kv": {"mode": self.kv_mode, "fingerprint": self.fingerprint, "enabled": self.use_kv,
                    "bytes_per_token": self.layout.bytes_per_token if self.layout else None},
             "hardware": self.report.to_dict(),
+            **self.tuning.describe(),
         }
 
     def close(self) -> None:

@@ -1,27 +1,18 @@
-"""What decoding costs on llama.cpp's CPU backend, to plan drafts.
+"""The prior cost model for llama.cpp's CPU backend, before this machine's timings are known.
 
 On the CPU chatdb runs attention without flash attention (settings.py), as
 matrix products: a batch costs a fixed part plus a share per row, and both
-grow with the context. Verifying k guesses (k+1 rows) thus costs far less
-than k+1 single steps. Figures in milliseconds, measured on SmolLM2-135M
-(2 cores, llama.cpp built as the Makefile does); only their ratios matter.
+grow with the context, so verifying k guesses (k+1 rows) costs far less than
+k+1 single steps. These coefficients (milliseconds, SmolLM2-135M on a 2-core
+Xeon) give only the shape: the engine measures its own (calibrate.py) and
+fits them to the timings, scaling this prior where the timings say nothing.
 """
 
-STEP_BASE, STEP_PER_CELL = 10.25, 0.00345    # one token
-BATCH_BASE, BATCH_PER_CELL = 6.9, 0.00187    # a batch of 2 or more rows: this, plus per row
-ROW_BASE, ROW_PER_CELL = 3.73, 0.0016
+from .cost_model import CostModel
 
-
-def step(cells: int) -> float:
-    return STEP_BASE + STEP_PER_CELL * cells
-
-
-def batch(rows: int, cells: int) -> float:
-    if rows == 1:
-        return step(cells)
-    return BATCH_BASE + BATCH_PER_CELL * cells + rows * (ROW_BASE + ROW_PER_CELL * cells)
+PRIOR = CostModel(step_coef=(10.25, 0.00345), batch_coef=(6.9, 0.00187, 3.73, 0.0016))
+GPU_PRIOR = CostModel()   # a step costs 1; each extra verified row 5% of one
 
 
 def verify_cost(k: int, cells: int) -> float:
-    """Verifying k guesses (k+1 rows), in single decode steps."""
-    return batch(k + 1, cells) / step(cells)
+    return PRIOR.verify_cost(k, cells)

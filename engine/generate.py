@@ -33,6 +33,7 @@ class Generation:
     drafted: int = 0
     accepted: int = 0
     target_forwards: int = 0
+    timings: list = field(default_factory=list)   # (rows, cells, ms) of each forward pass
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -113,13 +114,16 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> No
         k = min(policy.length(position), room) if drafter is not None else 0
         drafts = drafter.propose(context, k) if k > 0 else []
         out.target_forwards += 1
+        started = time.perf_counter()
         if not drafts:
             decoder.step(token, position)
+            out.timings.append((1, position, (time.perf_counter() - started) * 1000))
             decoded.append(token)
             position += 1
             token = sampler.sample(model.ctx)
             continue
         decoder.verify([token] + drafts, position)
+        out.timings.append((len(drafts) + 1, position, (time.perf_counter() - started) * 1000))
         decoded.append(token)
         position += 1
         token, accepted, stop = _accept(sampler, model, stream, drafts, context, decoded)

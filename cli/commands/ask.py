@@ -50,7 +50,7 @@ def run(args) -> int:
         engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
                              sampling=sampling_from(args), warn=output.warning,
                              draft=args.draft, draft_model=args.draft_model,
-                             resume=archive.conversation(conv_id).head_id)
+                             resume=archive.conversation(conv_id).head_id, threads=args.threads)
         try:
             stream = None if args.json else _stream
             with stop_on_sigint() as stopped:

@@ -8,7 +8,9 @@ DESCRIPTION = """\
 Report the compute backends llama.cpp was built with (CUDA, ROCm/HIP, Metal,
 Vulkan, SYCL, CPU), the devices present with their memory, and the settings
 chosen for the model: layers offloaded, flash attention, threads, context
-size, and how KV state is stored."""
+size, how KV state is stored, the threads chosen for decoding and prefill and
+why (the cores free, the CPU quota), and the measured cost of a forward pass
+that speculative decoding is sized by."""
 
 
 def register(subparsers) -> None:
@@ -21,7 +23,8 @@ def run(args) -> int:
     from engine.chat import Engine
 
     with open_archive(args) as archive:
-        engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=False)
+        engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=False,
+                             threads=args.threads)
         try:
             report = engine.describe()
         finally:
@@ -46,7 +49,13 @@ def _print(report: dict) -> None:
     p(f"  {model['description']}, {model['size_bytes'] / 2**20:.0f} MiB, trained context "
       f"{model['n_ctx_train']}, chat template: {model['chat_template']}")
     p(f"settings: {settings['offload']}; context {settings['n_ctx']} tokens; "
-      f"{settings['n_threads']} threads; flash attention {'on' if settings['flash_attn'] else 'off'}")
+      f"flash attention {'on' if settings['flash_attn'] else 'off'}")
+    t = report["threads"]
+    p(f"threads: {t['decode']} decoding, {t['batch']} prefill ({t['reason']})")
+    c = report["cost_model"]
+    p(f"forward-pass costs ({c['source']}, {c['timings']} timings, {c['turns']} turns): a step "
+      f"{c['step_ms'][0]:.2f} ms at 0 tokens of context, {c['step_ms'][1]:.2f} ms at 4,096; "
+      f"verifying 4 guesses at 1,000 costs {c['verify_4_at_1000']:.2f} steps")
     per_token = kv["bytes_per_token"]
     p(f"KV state: {kv['mode']}" + (f", {per_token} bytes per token" if per_token else "")
       + f"; fingerprint {kv['fingerprint']}")

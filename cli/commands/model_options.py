@@ -22,6 +22,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                              "(lookup), from --draft-model, or both (auto, the default)")
     parser.add_argument("--draft-model", metavar="PATH",
                         help="a smaller GGUF model sharing the main model's vocabulary")
+    parser.add_argument("--threads", type=positive_int, metavar="N",
+                        help="CPU threads for decoding and prefill (default: $CHATDB_THREADS, "
+                             "else chosen from the cores free, turn by turn)")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive (re-read history)")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from chatdb.export_markdown import conversation_markdown
 
 from .commands import Command
-from .model_loading import backend_phrase, model_phrase
+from .model_loading import backend_phrase, model_phrase, threads_phrase
 from .refs import UsageError
 from .views import plural
 
@@ -26,6 +26,12 @@ def archive_bytes(path: "Path | None") -> int:
     return sum(f.stat().st_size for f in files if f.exists())
 
 
+def threads_reason(engine) -> str:
+    """What the threads are now and why; chosen again before every turn."""
+    info = engine.describe()
+    return f"{threads_phrase(info)}: {info['threads']['reason']}"
+
+
 def stats(session, arg: str) -> None:
     if arg:
         raise UsageError("takes no arguments")
@@ -39,6 +45,7 @@ def stats(session, arg: str) -> None:
         ("KV stored", f"{size(usage.stored_bytes)} in {plural(usage.segments, 'segment')}{ratio}"),
         ("model", model_phrase(session.engine)),
         ("backend", backend_phrase(session.engine)),
+        ("threads", threads_reason(session.engine)),
     ]
     width = max(len(name) for name, _ in rows)
     r = session.render

@@ -14,6 +14,7 @@ class EngineOptions:
     use_kv: bool
     draft: str = "auto"        # speculative decoding: auto, lookup, model, off
     draft_model: "str | None" = None
+    threads: "int | None" = None   # --threads; None: $CHATDB_THREADS, else chosen turn by turn
 
 
 def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
@@ -26,7 +27,7 @@ def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
     with Waiting(render, f"loading {path.name}"):
         engine = Engine.open(archive, path, n_ctx=options.n_ctx, use_kv=options.use_kv,
                              sampling=sampling, warn=render.warning, draft=options.draft,
-                             draft_model=options.draft_model)
+                             draft_model=options.draft_model, threads=options.threads)
     return engine, time.perf_counter() - started
 
 
@@ -44,7 +45,15 @@ def backend_phrase(engine) -> str:
         return f"{backend}: {settings['offload']}"
     cpu = next((d for d in hardware["devices"] if d["type"] == "cpu"), None)
     about = f"{cpu['description']}, " if cpu and cpu["description"] else ""
-    return f"CPU ({about}{settings['n_threads']} threads)"
+    return f"CPU ({about}{threads_phrase(info)})"
+
+
+def threads_phrase(info: dict) -> str:
+    """`2 threads` or `1 thread decoding, 2 prefill`."""
+    decode, batch = info["threads"]["decode"], info["threads"]["batch"]
+    if decode == batch:
+        return f"{decode} thread{'s' if decode > 1 else ''}"
+    return f"{decode} thread{'s' if decode > 1 else ''} decoding, {batch} prefill"
 
 
 def model_phrase(engine) -> str:

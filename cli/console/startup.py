@@ -39,7 +39,8 @@ def open_session(args, interactive: bool) -> Session:
     archive = open_archive(args)
     try:
         conv_id = choose_conversation(archive, args, render)
-        options = EngineOptions(args.model, args.ctx, not args.no_kv, args.draft, args.draft_model)
+        options = EngineOptions(args.model, args.ctx, not args.no_kv, args.draft, args.draft_model,
+                                args.threads)
         sampling = sampling_from(args)
         engine, seconds = load_engine(render, archive, options, sampling)
     except BaseException:

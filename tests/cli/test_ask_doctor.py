@@ -49,8 +49,23 @@ def test_doctor_reports_backends_devices_and_settings(chatdb):
     assert any(d["type"] == "cpu" and d["memory_total"] > 0 for d in doc["hardware"]["devices"])
     # Flash attention only with layers on a GPU (ggml-cpu's is slow for small batches).
     assert doc["settings"]["flash_attn"] is (doc["settings"]["n_gpu_layers"] != 0)
-    assert doc["settings"]["n_threads"] == doc["hardware"]["physical_cores"]
+    threads = doc["threads"]
+    assert 1 <= threads["decode"] <= threads["batch"] <= doc["hardware"]["physical_cores"]
+    assert doc["settings"]["n_threads"] == threads["decode"]
+    assert doc["settings"]["n_threads_batch"] == threads["batch"]
+    assert "cores" in threads["reason"]
+    assert doc["cost_model"]["source"] in ("measured", "archive") and doc["cost_model"]["timings"] > 0
     assert 512 <= doc["settings"]["n_ctx"] <= doc["model"]["n_ctx_train"]
     assert doc["kv"]["mode"] == "rows" and doc["kv"]["bytes_per_token"] == 23040
     text = chatdb("doctor")
     assert text.returncode == 0 and "backends: CPU" in text.stdout and "KV state: rows" in text.stdout
+    assert "decoding" in text.stdout and "forward-pass costs" in text.stdout
+
+
+def test_the_users_thread_count_is_kept_and_said(chatdb):
+    doc = chatdb("doctor", "--json", "--threads", "1").json()
+    assert doc["threads"] == {"decode": 1, "batch": 1, "reason": "set by --threads"}
+    assert doc["settings"]["n_threads"] == 1
+    doc = chatdb("doctor", "--json", env={"CHATDB_THREADS": "1"}).json()
+    assert doc["threads"]["reason"] == "set by CHATDB_THREADS"
+    assert "CHATDB_THREADS" in chatdb("doctor", env={"CHATDB_THREADS": "many"}).error()
