@@ -1,16 +1,23 @@
-"""chatdb's decode rate against a bare llama.cpp loop, in the same run.
+"""chatdb's decode rate against a bare llama.cpp loop, on an idle and on a busy machine.
 
 The bare loop is llama.cpp's examples/simple in Python on the low-level API:
-one llama_batch, llama_decode, a greedy sampler, nothing else. chatdb's rate
-is Engine.reply's decode_tokens_per_s (streaming, UTF-8, cancellation checks
-and all). Both use the same model file, context settings and threads, and
-alternate over --repeat rounds; medians are compared.
+one llama_batch, llama_decode, a greedy sampler, nothing else, with
+llama.cpp's default thread count (one per physical core). chatdb's rate is
+Engine.reply's decode_tokens_per_s (streaming, UTF-8, cancellation checks
+and all) with the threads it chooses itself. Both use the same model file
+and context, and alternate over --repeat rounds; medians are compared.
 
-    python bench/decode.py [--tokens 128] [--repeat 5]
+The busy case runs the same with one CPU-bound process competing (a spinning
+Python process, stopped after --busy-limit seconds at most and killed at the
+end), as a browser tab or a build would.
+
+    python bench/decode.py [--tokens 128] [--repeat 5] [--cases idle,busy]
 """
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,10 +35,19 @@ from engine.sampling import SamplingSettings  # noqa: E402
 PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
 
 
-def bare_loop(engine: Engine, prompt_tokens: list[int], n: int) -> float:
+SPIN = "import sys, time\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end: pass"
+
+
+def competitor(limit_s: float) -> subprocess.Popen:
+    """One CPU-bound process, ending by itself after limit_s at the latest."""
+    return subprocess.Popen([sys.executable, "-c", SPIN, str(limit_s)])
+
+
+def bare_loop(engine: Engine, prompt_tokens: list[int], n: int, threads: int) -> float:
     """Tokens/s of the minimal loop, on chatdb's own context (cleared first)."""
     model = engine.model
     model.clear()
+    model.set_threads(threads, threads)  # chatdb sets its own again before its next turn
     batch = llama_cpp.llama_batch_init(512, 0, 1)
     params = llama_cpp.llama_sampler_chain_default_params()
     sampler = llama_cpp.llama_sampler_chain_init(params)
@@ -71,26 +87,53 @@ def chatdb_rate(engine: Engine, archive: Archive, n: int, draft: str) -> float:
     return result.decode_tokens_per_s
 
 
+def run_case(engine: Engine, archive: Archive, prompt, args, default_threads: int) -> dict:
+    runs = {"bare llama.cpp loop": [], "chatdb, --draft off": [], "chatdb, --draft auto": []}
+    threads = []
+    for _ in range(args.repeat):
+        runs["bare llama.cpp loop"].append(bare_loop(engine, prompt, args.tokens, default_threads))
+        runs["chatdb, --draft off"].append(chatdb_rate(engine, archive, args.tokens, "off"))
+        threads.append(engine.model.config.n_threads)
+        runs["chatdb, --draft auto"].append(chatdb_rate(engine, archive, args.tokens, "lookup"))
+    return {"runs": runs, "threads": threads}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cases", default="idle,busy")
+    parser.add_argument("--busy-limit", type=float, default=600, help="the competitor's longest life")
     args = parser.parse_args()
+    results = {}
     with tempfile.TemporaryDirectory() as tmp, Archive.open(Path(tmp) / "b.db") as archive:
         engine = Engine.open(archive, use_kv=False)
+        default_threads = engine.report.physical_cores   # llama.cpp's own default
         prompt = engine.prompts.piece_tokens([], {"role": "user", "content": PROMPT})
-        runs = {"bare llama.cpp loop": [], "chatdb, --draft off": [], "chatdb, --draft auto": []}
-        for _ in range(args.repeat):
-            runs["bare llama.cpp loop"].append(bare_loop(engine, prompt, args.tokens))
-            runs["chatdb, --draft off"].append(chatdb_rate(engine, archive, args.tokens, "off"))
-            runs["chatdb, --draft auto"].append(chatdb_rate(engine, archive, args.tokens, "lookup"))
+        for case in args.cases.split(","):
+            spin = competitor(args.busy_limit) if case == "busy" else None
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            try:
+                results[case] = run_case(engine, archive, prompt, args, default_threads)
+            finally:
+                if spin is not None:
+                    spin.kill()
+                    spin.wait()
+            results[case]["load"] = (load, os.getloadavg()[0] if hasattr(os, "getloadavg") else load)
         engine.close()
-    base = statistics.median(runs["bare llama.cpp loop"])
-    print(f"\nDecode rate, {args.tokens} tokens, median of {args.repeat} alternating runs")
-    print(f"{'loop':<22} {'tokens/s':>9} {'ratio':>7}   runs")
-    for name, rates in runs.items():
-        median = statistics.median(rates)
-        print(f"{name:<22} {median:>9.1f} {median / base:>7.3f}   {', '.join(f'{x:.1f}' for x in rates)}")
+    print(f"\nDecode rate, {args.tokens} tokens, median of {args.repeat} alternating runs; bare loop "
+          f"at llama.cpp's default {default_threads} threads, chatdb at its own choice")
+    print(f"{'case':<5} {'loop':<22} {'tokens/s':>9} {'ratio':>7}   runs")
+    for case, result in results.items():
+        base = statistics.median(result["runs"]["bare llama.cpp loop"])
+        for name, rates in result["runs"].items():
+            median = statistics.median(rates)
+            print(f"{case:<5} {name:<22} {median:>9.1f} {median / base:>7.3f}   "
+                  f"{', '.join(f'{x:.1f}' for x in rates)}")
+        load = result["load"]
+        print(f"{case:<5} chatdb's decode threads per round: {result['threads']}; load average "
+              f"{load[0]:.2f} before, {load[1]:.2f} after (other work on this machine counts too)")
+    print("targets: chatdb >= 2x the bare loop busy, >= 0.97x idle (draft off and auto)")
 
 
 if __name__ == "__main__":
