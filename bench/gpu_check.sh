@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
+# carried sdist, then `chatdb doctor`, the resume, speculative and KV-layout tests, and the
+# resume and decode benches, ending with one table. Prepare first with bench/gpu_prepare.sh.
+#
+#   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
+#   bash bench/gpu_check.sh run     # with .gpu/b carried too (same warm machine): the checks
+#   bash bench/gpu_check.sh         # both, when .gpu/a and .gpu/b travel together
+#
+# Outputs go to $OUT (the device tool's folder) or .gpu/out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STAGE=${1:-all}
+OUTDIR=${OUT:-$ROOT/.gpu/out}
+SITE=$ROOT/.gpu/site
+PY=${PYTHON:-python3}
+mkdir -p "$OUTDIR" "$SITE"
+export PYTHONPATH=$ROOT:$SITE PYTHONUNBUFFERED=1
+ROWS=()
+row() { ROWS+=("$(printf '%-34s %-6s %s' "$1" "$2" "$3")"); }
+
+build() {
+    if [ -f "$SITE/.built" ]; then row "build (kept from an earlier call)" ok "$(cat "$SITE/.built")"; return; fi
+    sdist=$(ls .gpu/a/llama_cpp_python-*.tar.gz 2>/dev/null | head -1)
+    [ -n "$sdist" ] || { row build FAIL ".gpu/a missing: run bench/gpu_prepare.sh here, carry .gpu/a"; return 1; }
+    $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .gpu/a/wheels/*.whl || return 1
+    local t0=$SECONDS arch
+    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+    # Flags as the Makefile's (no llamafile kernels: batches sum as single steps do; no AMX,
+    # which virtual machines report without enabling), CUDA on, for this GPU only (faster).
+    local no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=${arch:-90} -DGGML_LLAMAFILE=OFF \
+-DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx'" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        $PY -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
+            --target "$SITE" "$sdist" > "$OUTDIR/build.log" 2>&1 \
+        || { row build FAIL "see build.log"; tail -30 "$OUTDIR/build.log"; return 1; }
+    echo "CUDA sm_${arch:-90}, $((SECONDS - t0)) s" > "$SITE/.built"
+    row build ok "$(cat "$SITE/.built")"
+}
+
+model() {
+    local name target
+    name=$(cat .gpu/a/model.name 2>/dev/null) || { row model FAIL "no .gpu/a/model.name"; return 1; }
+    target=$ROOT/.gpu/model/$name
+    if [ ! -f "$target" ]; then
+        [ -f .gpu/b/model.part1 ] || { row model FAIL "carry .gpu/b (the model's second half)"; return 1; }
+        mkdir -p .gpu/model && cat .gpu/a/model.part0 .gpu/b/model.part1 > "$target"
+    fi
+    [ "$(sha256sum "$target" | awk '{print $1}')" = "$(cat .gpu/a/model.sha256)" ] \
+        || { row model FAIL "SHA-256 differs"; rm -f "$target"; return 1; }
+    export CHATDB_MODEL=$target
+    row model ok "$name"
+}
+
+step() {  # step NAME LOGFILE COMMAND...: run, keep its output, one row with its last line
+    local name=$1 log=$OUTDIR/$2 t0=$SECONDS; shift 2
+    if "$@" > "$log" 2>&1; then row "$name" ok "$(($SECONDS - t0)) s: $(tail -1 "$log" | cut -c1-90)"
+    else row "$name" FAIL "$(($SECONDS - t0)) s: $(tail -1 "$log" | cut -c1-90)"; fi
+}
+
+checks() {
+    step doctor doctor.txt $PY -m cli.main --db "$OUTDIR/doctor.db" doctor
+    $PY -m cli.main --db "$OUTDIR/doctor.db" doctor --json > "$OUTDIR/doctor.json" 2>&1
+    offload=$($PY -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['settings']['offload'])" \
+              "$OUTDIR/doctor.json" 2>/dev/null)
+    row "offload planned" "$([ "${offload:-CPU only}" != "CPU only" ] && echo ok || echo FAIL)" "${offload:-?}"
+    step "tests: resume, speculative, KV" tests.txt $PY -m pytest -q -p no:cacheprovider \
+        tests/engine/test_resume.py tests/engine/test_speculative.py tests/engine/test_kvlayout.py \
+        tests/engine/test_offload.py tests/engine/test_cost_model.py
+    step "bench: resume" resume.txt $PY bench/resume.py --repeat 3
+    step "bench: decode" decode.txt $PY bench/decode.py --repeat 3 --cases idle
+    step "bench: speculative" speculative.txt $PY bench/speculative.py --repeat 3
+}
+
+case $STAGE in
+    build) build ;;
+    run) build && model && checks ;;
+    all) build && model && checks ;;
+    *) echo "usage: bash bench/gpu_check.sh [build|run|all]" >&2; exit 2 ;;
+esac
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+printf '\n%-34s %-6s %s\n' check result detail
+printf '%s\n' "${ROWS[@]}"
+for f in decode.txt speculative.txt resume.txt; do
+    [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
+done
+! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '
