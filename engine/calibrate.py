@@ -21,7 +21,7 @@ REPEATS = 3
 BUDGET_S = 1.0            # a large model on a CPU, or a crowded machine, measures less
 
 
-def calibrate(model: Model, decoder: Decoder) -> CostModel:
+def calibrate(model: Model, decoder: Decoder, clock=time.perf_counter) -> CostModel:
     """A cost model holding these timings as its bins (fit it against a prior)."""
     measured = CostModel()
     deadline = time.perf_counter() + BUDGET_S
@@ -30,13 +30,14 @@ def calibrate(model: Model, decoder: Decoder) -> CostModel:
         for cells in CONTEXTS:
             if cells + max(ROWS) > model.n_ctx or time.perf_counter() > deadline:
                 break
-            _measure(model, decoder, cells, measured, deadline)
+            _measure(model, decoder, cells, measured, deadline, clock)
     finally:
         model.clear()
     return measured
 
 
-def _measure(model: Model, decoder: Decoder, cells: int, into: CostModel, deadline: float) -> None:
+def _measure(model: Model, decoder: Decoder, cells: int, into: CostModel, deadline: float,
+             clock) -> None:
     tokens = [(1000 + i * 7) % model.n_vocab for i in range(cells + max(ROWS))]
     model.clear()
     decoder.prefill(tokens[:cells], 0)
@@ -48,11 +49,11 @@ def _measure(model: Model, decoder: Decoder, cells: int, into: CostModel, deadli
             continue
         times = []
         for _ in range(REPEATS):
-            t0 = time.perf_counter()
+            t0 = clock()
             if rows == 1:
                 decoder.step(tokens[cells], cells)
             else:
                 decoder.verify(tokens[cells: cells + rows], cells)
-            times.append((time.perf_counter() - t0) * 1000)
+            times.append((clock() - t0) * 1000)
             model.forget_from(cells)
         into.add(rows, cells, min(times))  # the least disturbed: other processes only add

@@ -219,7 +219,7 @@ class Engine:
             # A fresh policy per answer: the same prompt and seed give the same batches.
             policy = DraftPolicy(self.tuning.costs().verify_cost)
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
-                           cancelled, drafter, policy)
+                           cancelled, drafter, policy, self.tuning.clock)
         self.tuning.after_turn(gen.timings)
         message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
                                        exact=not window.left_out)

@@ -43,8 +43,11 @@ class CostModel:
         return max(1e-6, c + d * cells + rows * (e + f * cells))
 
     def verify_cost(self, k: int, cells: int) -> float:
-        """Verifying k guesses (k+1 rows), in single decode steps: what the draft policy weighs."""
-        return self.batch(k + 1, cells) / self.step(cells)
+        """Verifying k guesses (k+1 rows), in single decode steps: what the draft policy weighs.
+
+        Never more than k+1 steps (the rows could be decoded one by one) nor less than one.
+        """
+        return min(k + 1.0, max(1.0, self.batch(k + 1, cells) / self.step(cells)))
 
     # -- learning -------------------------------------------------------------------
 

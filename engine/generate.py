@@ -85,9 +85,10 @@ class Stream:
 
 
 def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
-             on_text=None, cancelled=None, drafter=None, policy: "DraftPolicy | None" = None
-             ) -> Generation:
-    """Generate after the live context (whose last token's logits are ready)."""
+             on_text=None, cancelled=None, drafter=None, policy: "DraftPolicy | None" = None,
+             clock=time.perf_counter) -> Generation:
+    """Generate after the live context (whose last token's logits are ready); `clock`
+    times each forward pass (Generation.timings)."""
     stream = Stream(model, max_tokens, on_text, cancelled)
     if max_tokens <= 0 or (cancelled is not None and cancelled()):
         stream.out.finish = "cancelled" if max_tokens > 0 else "length"
@@ -95,13 +96,14 @@ def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
     context = cache.live.tolist()
     decoded: list[int] = []
     try:
-        _run(model, cache, sampler, stream, context, decoded, drafter, policy or DraftPolicy())
+        _run(model, cache, sampler, stream, context, decoded, drafter, policy or DraftPolicy(),
+             clock)
     finally:
         cache.mark_decoded(decoded)  # keep the cache's token list true to the KV, whatever happens
     return stream.close()
 
 
-def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> None:
+def _run(model, cache, sampler, stream, context, decoded, drafter, policy, clock) -> None:
     out, decoder = stream.out, cache.decoder
     position = len(context)
     token = sampler.sample(model.ctx)
@@ -114,16 +116,16 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy) -> No
         k = min(policy.length(position), room) if drafter is not None else 0
         drafts = drafter.propose(context, k) if k > 0 else []
         out.target_forwards += 1
-        started = time.perf_counter()
+        started = clock()
         if not drafts:
             decoder.step(token, position)
-            out.timings.append((1, position, (time.perf_counter() - started) * 1000))
+            out.timings.append((1, position, (clock() - started) * 1000))
             decoded.append(token)
             position += 1
             token = sampler.sample(model.ctx)
             continue
         decoder.verify([token] + drafts, position)
-        out.timings.append((len(drafts) + 1, position, (time.perf_counter() - started) * 1000))
+        out.timings.append((len(drafts) + 1, position, (clock() - started) * 1000))
         decoded.append(token)
         position += 1
         token, accepted, stop = _accept(sampler, model, stream, drafts, context, decoded)

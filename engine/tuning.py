@@ -8,6 +8,8 @@ turn's own forward passes. Each answer uses the model as it stood when the
 answer began, so the same prompt and seed give the same batches within it.
 """
 
+import time
+
 from chatdb.archive import Archive
 
 from . import cpu_costs
@@ -32,11 +34,17 @@ class Tuning:
         self.model, self.decoder, self.archive = model, decoder, archive
         self.key = f"{fingerprint}:{model.config.n_gpu_layers}"
         self.prior = cpu_costs.PRIOR if model.on_cpu else cpu_costs.GPU_PRIOR
+        # On the CPU, the CPU time of the thread that calls llama_decode (it computes a
+        # share itself and waits for the others): unlike wall time, it does not count
+        # the time other processes had the core, so a crowded machine still measures
+        # what passes cost. A GPU computes while that thread waits: wall time there.
+        self.clock = time.thread_time if model.on_cpu else time.perf_counter
         self.before_turn()  # the others were measured while the model loaded
         if self._load(model.config.n_threads):
             self.cost_source = "archive"
         elif measure:
-            self.models[model.config.n_threads] = calibrate(model, decoder).fitted(self.prior)
+            measured = calibrate(model, decoder, self.clock)
+            self.models[model.config.n_threads] = measured.fitted(self.prior)
             self.turns[model.config.n_threads] = 0
             self.cost_source = "measured"
             self._store(model.config.n_threads)

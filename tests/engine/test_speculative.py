@@ -161,9 +161,11 @@ def test_bad_draft_options_are_clear_errors(open_engine, db_path):
 
 def test_resume_restores_the_draft_models_kv(tmp_path, model_path):
     db = tmp_path / "r.db"
-    args = ("--temperature", "0", "--max-tokens", "16", "--draft", "model",
+    # Long enough for the policy's first probe: on a machine whose measured costs make
+    # drafting not pay at first, it still drafts once PAUSE_MIN tokens have passed.
+    args = ("--temperature", "0", "--max-tokens", str(PAUSE_MIN + 24), "--draft", "model",
             "--draft-model", str(model_path))
-    first, _ = run_chatdb("ask", "--json", *args, "Say hello.", db=db)
+    first, _ = run_chatdb("ask", "--json", *args, "Count from one to fifty, in words.", db=db)
     second, _ = run_chatdb("ask", "--json", "-c", *args, "Again.", db=db)
     assert second["kv"]["source"] == "archive"
     draft_kv = second["speculative"]["draft_kv"]
