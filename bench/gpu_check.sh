@@ -74,11 +74,16 @@ checks() {
     step "bench: speculative" speculative.txt $PY bench/speculative.py --repeat 3
 }
 
+quick() {  # a dry run of the script itself: doctor and the offload tests only
+    step doctor doctor.txt $PY -m cli.main --db "$OUTDIR/doctor.db" doctor
+    step "tests: offload" tests.txt $PY -m pytest -q -p no:cacheprovider tests/engine/test_offload.py
+}
+
 case $STAGE in
     build) build ;;
-    run) build && model && checks ;;
-    all) build && model && checks ;;
-    *) echo "usage: bash bench/gpu_check.sh [build|run|all]" >&2; exit 2 ;;
+    run|all) build && model && checks ;;
+    quick) build && model && quick ;;
+    *) echo "usage: bash bench/gpu_check.sh [build|run|all|quick]" >&2; exit 2 ;;
 esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
