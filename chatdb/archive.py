@@ -205,7 +205,7 @@ class Archive:
         """The messages from the root down to `message_id`: its whole context."""
         if message_id is None:
             return []
-        rows = self.conn.execute(q.PATH, (message_id,)).fetchall()
+        rows = self.conn.execute(q.PATH, {"message_id": message_id}).fetchall()
         if not rows:
             raise NotFound(f"no message {message_id}")
         return [Message.from_row(r) for r in rows]

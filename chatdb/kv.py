@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from . import kvcodec
 from .clock import now
 from .kvcodec import CorruptKV  # noqa: F401  (re-exported for callers)
+from .queries import WALK_UP
 
 KINDS = ("rows", "snapshot")
 
@@ -28,13 +29,7 @@ HAS = "SELECT 1 FROM kv_segments WHERE message_id = ? AND fingerprint = ? AND ki
 # The deepest message on the path to :message_id from which state can be
 # restored: for rows, every message from the root down must have its rows;
 # a snapshot stands alone.
-DEEPEST_RESTORABLE = """
-WITH RECURSIVE up(id, depth) AS (
-    SELECT id, depth FROM messages WHERE id = :message_id
-    UNION ALL
-    SELECT m.parent_id, up.depth - 1 FROM messages m JOIN up ON m.id = up.id
-    WHERE m.parent_id IS NOT NULL
-),
+DEEPEST_RESTORABLE = WALK_UP + """,
 marked AS (
     SELECT up.id, up.depth,
         EXISTS (SELECT 1 FROM kv_segments k WHERE k.message_id = up.id
@@ -54,13 +49,7 @@ ORDER BY depth DESC, kind = 'snapshot' LIMIT 1"""
 # Only the keys, in path order: blobs are then read one by one by primary
 # key, because sorting rows that carry them copies every byte through
 # SQLite's sorter (4x slower at 4,000 tokens).
-ROWS_ALONG_PATH = """
-WITH RECURSIVE up(id, depth) AS (
-    SELECT id, depth FROM messages WHERE id = :message_id
-    UNION ALL
-    SELECT m.parent_id, up.depth - 1 FROM messages m JOIN up ON m.id = up.id
-    WHERE m.parent_id IS NOT NULL
-)
+ROWS_ALONG_PATH = WALK_UP + """
 SELECT k.message_id, k.n_tokens
 FROM up JOIN kv_segments k ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'rows'
 ORDER BY up.depth"""

@@ -36,12 +36,16 @@ MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
 CHILDREN = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_id = ? ORDER BY id"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"
 
-PATH = f"""
-WITH RECURSIVE up(id) AS (
-    SELECT ?
+# The walk from :message_id up to its root, one row (id, depth) per message
+# on the way: every query that follows a path up the tree starts with it.
+WALK_UP = """
+WITH RECURSIVE up(id, depth) AS (
+    SELECT id, depth FROM messages WHERE id = :message_id
     UNION ALL
-    SELECT m.parent_id FROM messages m JOIN up ON m.id = up.id WHERE m.parent_id IS NOT NULL
-)
+    SELECT m.parent_id, up.depth - 1 FROM messages m JOIN up ON m.id = up.id
+    WHERE m.parent_id IS NOT NULL
+)"""
+PATH = WALK_UP + f"""
 SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (SELECT id FROM up) ORDER BY depth"""
 
 # What a conversation reaches: the messages it wrote, their ancestors, and the

@@ -4,19 +4,15 @@ import sqlite3
 
 import numpy as np
 
+from .queries import WALK_UP
+
 TOKEN_DTYPE = np.dtype("<i4")
 
 PUT = """
 INSERT OR REPLACE INTO message_tokens (message_id, tokenizer_id, n_tokens, tokens)
 VALUES (?, ?, ?, ?)"""
 GET = "SELECT tokens FROM message_tokens WHERE message_id = ? AND tokenizer_id = ?"
-ALONG_PATH = """
-WITH RECURSIVE up(id, depth) AS (
-    SELECT id, depth FROM messages WHERE id = :message_id
-    UNION ALL
-    SELECT m.parent_id, m.depth - 1 FROM messages m JOIN up ON m.id = up.id
-    WHERE m.parent_id IS NOT NULL
-)
+ALONG_PATH = WALK_UP + """
 SELECT up.id, t.tokens FROM up
 LEFT JOIN message_tokens t ON t.message_id = up.id AND t.tokenizer_id = :tokenizer
 ORDER BY up.depth"""
