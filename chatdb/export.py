@@ -14,10 +14,9 @@ messages, so they appear under both; null once their writer is deleted).
 Tokens and KV are left out: they belong to one model build and are rebuilt.
 """
 
-from contextlib import contextmanager
-
 from .archive import Archive
 from .records import Conversation, Message
+from .transaction import read_snapshot
 
 FORMAT = "chatdb-export"
 VERSION = 1
@@ -30,7 +29,7 @@ ALL_CONVERSATIONS = "SELECT id FROM conversations ORDER BY created_at, id"
 
 def export_document(archive: Archive, conv_ids: "list[int] | None" = None) -> dict:
     """The export of `conv_ids` (each once, in the order given), or of every conversation."""
-    with _snapshot(archive):
+    with read_snapshot(archive.conn):
         if conv_ids is None:
             conv_ids = all_conversation_ids(archive)
         uids = _UidCache(archive)
@@ -80,19 +79,6 @@ def _portable_meta(conv: Conversation, uids: "_UidCache") -> dict:
     if source is not None:
         meta["forked_from"] = source
     return meta
-
-
-@contextmanager
-def _snapshot(archive: Archive):
-    """One read transaction: a writer elsewhere cannot tear the export in two."""
-    if archive.conn.in_transaction:
-        yield
-        return
-    archive.conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        archive.conn.execute("COMMIT")
 
 
 class _UidCache:

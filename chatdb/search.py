@@ -27,7 +27,6 @@ What keeps a search fast however large the archive:
 
 import json
 import sqlite3
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
@@ -36,6 +35,7 @@ from .archive import ROLES
 from .clock import to_iso
 from .errors import ChatdbError, NotFound
 from .textindex import MARK_END, MARK_START, and_phrases, display_text, plain_query, query_text
+from .transaction import read_snapshot
 
 __all__ = ["Hit", "MARK_END", "MARK_START", "SearchError", "mark", "search"]
 
@@ -152,7 +152,7 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
     impossible arguments and NotFound for a conversation that does not
     exist; never for the query's syntax.
     """
-    with snapshot(conn):
+    with read_snapshot(conn):
         filters = make_filters(conn, limit, conversation_id, role, since, until)
         match = match_expression(conn, query)
         if match is None:
@@ -163,19 +163,6 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
         snippets = snippets_for(conn, match, [row[0] for row in rows])
         return [make_hit(conn, row, snippets[row[0]], scores.get(row[0], 0.0), conversation_id)
                 for row in rows]
-
-
-@contextmanager
-def snapshot(conn: sqlite3.Connection):
-    """One read transaction, so that a writer between our statements changes nothing."""
-    if conn.in_transaction:  # the caller's transaction already is one
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")
 
 
 def mark(snippet: str, start: str, end: str) -> str:

@@ -1,4 +1,4 @@
-"""Write transactions that take the write lock up front.
+"""Transactions: writes that take the write lock up front, and read snapshots.
 
 BEGIN IMMEDIATE makes a writer wait (busy_timeout) for the lock at the start,
 instead of failing with "database is locked" when a read turns into a write.
@@ -32,3 +32,17 @@ def rollback(conn: sqlite3.Connection) -> None:
     """
     if conn.in_transaction:
         conn.execute("ROLLBACK")
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection):
+    """One read transaction, so that a writer between our statements changes nothing
+    (a search or an export sees the archive as it was at its first read)."""
+    if conn.in_transaction:  # the caller's transaction already is one
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
