@@ -12,11 +12,10 @@ Uids: "chatgpt:<conversation id>" and "chatgpt:<conversation id>:<node id>",
 so a second import of the same file finds everything already there.
 """
 
-from collections import deque
-
 from .archive import ROLES
 from .clock import from_unix, now
-from .import_records import ConversationRecord, MessageRecord, conversation_label, fail, get
+from .import_records import (ConversationRecord, MessageRecord, conversation_label, fail, get,
+                             parents_first)
 
 UID_PREFIX = "chatgpt:"
 TEXT_TYPES = ("text", "multimodal_text")
@@ -76,18 +75,9 @@ def _nodes(mapping: dict, where: str) -> dict[str, "tuple[str | None, dict | Non
 
 
 def _parents_first(nodes: dict, where: str) -> list[str]:
-    children: dict[str, list[str]] = {}
-    for key, (parent, _) in nodes.items():
-        children.setdefault(parent, []).append(key)
-    order, queue = [], deque(children.get(None, []))
-    while queue:
-        key = queue.popleft()
-        order.append(key)
-        queue.extend(children.get(key, []))
-    if len(order) < len(nodes):  # every parent exists, so the rest loop back on themselves
-        reached = set(order)
-        stuck = next(key for key in nodes if key not in reached)
-        raise fail(f'{where}: node "{stuck}"', "its parent links form a cycle")
+    order, looped = parents_first(list(nodes), lambda key: key, lambda key: nodes[key][0])
+    if looped is not None:
+        raise fail(f'{where}: node "{looped}"', "its parent links form a cycle")
     return order
 
 

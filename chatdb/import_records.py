@@ -7,6 +7,7 @@ archive. Messages and conversations are identified by uid, so importing the
 same file twice finds everything already there.
 """
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -53,6 +54,36 @@ def conversation_label(number: int, title) -> str:
         shown = title if len(title) <= 40 else title[:39] + "…"
         return f'conversation {number} ("{shown}")'
     return f"conversation {number}"
+
+
+def parents_first(items: list, key, parent) -> tuple[list, "object | None"]:
+    """`items` in their order, except that one waits for its parent.
+
+    `key(item)` names an item, `parent(item)` names its parent; a parent not
+    among the items counts as placed. Returns (order, looped): looped is None,
+    or an item whose parent links go round in a circle (nothing is placed then).
+    """
+    by_key = {key(item): item for item in items}
+    order, placed, waiting = [], set(), defaultdict(list)
+    for item in items:
+        above = parent(item)
+        if above in by_key and above not in placed:
+            waiting[above].append(item)
+            continue
+        stack = [item]
+        while stack:  # place it, then whatever was waiting for it
+            current = stack.pop()
+            order.append(current)
+            placed.add(key(current))
+            stack.extend(reversed(waiting.pop(key(current), [])))
+    if not waiting:
+        return order, None
+    # Everything left waits on something left: going up from any of it ends in the circle.
+    current, seen = next(iter(waiting.values()))[0], set()
+    while key(current) not in seen:
+        seen.add(key(current))
+        current = by_key[parent(current)]
+    return order, current
 
 
 def fail(where: str, problem: str) -> "ImportFormatError":

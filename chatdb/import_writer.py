@@ -7,11 +7,10 @@ the messages it lacks); a second import of the same file adds nothing.
 """
 
 import json
-from collections import defaultdict
 from dataclasses import dataclass
 
 from .archive import Archive
-from .import_records import ConversationRecord, MessageRecord, fail
+from .import_records import ConversationRecord, MessageRecord, fail, parents_first
 
 # Row-level fix-ups the public API has no call for: they restore what the
 # file says instead of what "now" would be.
@@ -66,25 +65,14 @@ def _create_conversations(archive: Archive, records: list[ConversationRecord],
 
 def _parents_first(record: ConversationRecord) -> list[MessageRecord]:
     """The messages in file order, except that a child waits for its parent."""
-    listed = {}
+    seen = set()
     for message in record.messages:
-        if message.uid in listed:
+        if message.uid in seen:
             raise fail(message.where, "appears twice in the conversation")
-        listed[message.uid] = message
-    order, placed, waiting = [], set(), defaultdict(list)
-    for message in record.messages:
-        if message.parent_uid in listed and message.parent_uid not in placed:
-            waiting[message.parent_uid].append(message)
-            continue
-        stack = [message]
-        while stack:  # place it, then whatever was waiting for it
-            current = stack.pop()
-            order.append(current)
-            placed.add(current.uid)
-            stack.extend(reversed(waiting.pop(current.uid, [])))
-    if waiting:  # a parent that is never placed: the links go round in a circle
-        stuck = listed[next(iter(waiting))]
-        raise fail(stuck.where, "its parent links form a cycle")
+        seen.add(message.uid)
+    order, looped = parents_first(record.messages, lambda m: m.uid, lambda m: m.parent_uid)
+    if looped is not None:
+        raise fail(looped.where, "its parent links form a cycle")
     return order
 
 
