@@ -10,8 +10,8 @@ import os
 import sys
 
 BOLD, DIM, HIGHLIGHT, RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
-# Control characters other than newline and tab: text from an imported file
-# must not move the cursor or recolour the user's terminal.
+# Control characters other than newline and tab (which are always kept): text
+# from an imported file must not move the cursor or recolour the user's terminal.
 CONTROL = {c: None for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
 
 
@@ -44,7 +44,8 @@ def dim(text: str, color: bool) -> str:
 
 
 def safe(text: str, keep: str = "") -> str:
-    """Text fit to print to a terminal: control characters (but those in `keep`) dropped."""
+    """Text fit to print to a terminal: control characters dropped, but newline,
+    tab and those in `keep` (e.g. search's match marks, replaced afterwards)."""
     return text.translate(_control_table(keep))
 
 
@@ -56,6 +57,12 @@ def _control_table(keep: str) -> dict:
 
 def one_line(text: str) -> str:
     return " ".join(safe(text).split())
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` as one line of at most `width` characters (cut with "…")."""
+    line = one_line(text)
+    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 
 def minute(timestamp: str) -> str:

@@ -7,6 +7,8 @@ from ..interrupt import stop_on_sigint
 from .model_options import add_model_options, sampling_from
 from .options import add_command, open_archive
 
+TITLE_WIDTH = 60
+
 DESCRIPTION = """\
 Answer one message and record both messages in the archive.
 
@@ -65,7 +67,7 @@ def run(args) -> int:
 
 
 def _stream(text: str) -> None:
-    sys.stdout.write(output.safe(text, keep="\n\t"))
+    sys.stdout.write(output.safe(text))
     sys.stdout.flush()
 
 
@@ -81,9 +83,9 @@ def _conversation(archive, args, text: str) -> int:
     return archive.create_conversation(title_of(text), system_prompt=args.system).id
 
 
-def title_of(text: str, width: int = 60) -> str:
-    line = output.one_line(text)
-    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+def title_of(text: str) -> str:
+    """A new conversation's title: the start of its first message."""
+    return output.shorten(text, TITLE_WIDTH)
 
 
 def as_json(result) -> dict:

@@ -14,8 +14,7 @@ def plural(n: int, word: str) -> str:
 
 
 def preview(text: str, width: int = PREVIEW_WIDTH) -> str:
-    line = output.one_line(text)
-    return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+    return output.shorten(text, width)
 
 
 def heading(r, n: "int | None", m: Message, marked: bool = False) -> str:
@@ -28,7 +27,7 @@ def heading(r, n: "int | None", m: Message, marked: bool = False) -> str:
 
 def show_message(r, n: "int | None", m: Message, marked: bool = False) -> None:
     r.line(heading(r, n, m, marked))
-    r.line(output.safe(m.content, keep="\n\t").rstrip())
+    r.line(output.safe(m.content).rstrip())
 
 
 def show_preview(r, n: int, m: Message) -> None:
