@@ -5,7 +5,7 @@
     question = archive.add_message(conv.id, "user", "What is a lifetime?")
     fork = archive.fork(question.id)          # shares `question`, copies nothing
 
-Messages are immutable once complete; editing or regenerating adds a sibling.
+Messages never change once written; editing or regenerating adds a sibling.
 """
 
 import json
@@ -105,9 +105,6 @@ class Archive:
     def set_system_prompt(self, conv_id: int, text: "str | None") -> None:
         self._update_conversation(q.SET_SYSTEM_PROMPT, text, conv_id)
 
-    def set_model(self, conv_id: int, model: "str | None") -> None:
-        self._update_conversation(q.SET_MODEL, model, conv_id)
-
     def set_head(self, conv_id: int, message_id: "int | None") -> None:
         if message_id is not None:
             self.message(message_id)
@@ -175,19 +172,6 @@ class Archive:
                 self.conn.execute(q.SET_HEAD, {"value": message_id, "id": conv_id, "now": now()})
         return self.message(message_id)
 
-    def finish_message(self, message_id: int, content: str, status: str,
-                       meta: "dict | None" = None) -> Message:
-        """Set the final text and status of a message written while it streamed."""
-        if status not in STATUSES:
-            raise ChatdbError(f"unknown status {status!r}")
-        with self.transaction():
-            old = self.message(message_id)
-            self.conn.execute(q.FINISH_MESSAGE, (
-                content, status, json.dumps({**old.meta, **(meta or {})}), message_id))
-            self.conn.execute(q.UNINDEX_MESSAGE, (message_id,))
-            self.conn.execute(q.INDEX_MESSAGE, (message_id, index_text(content)))
-        return self.message(message_id)
-
     def message(self, message_id: int) -> Message:
         row = self.conn.execute(q.MESSAGE, (message_id,)).fetchone()
         if row is None:
@@ -213,9 +197,6 @@ class Archive:
     def messages(self, conv_id: int) -> list[Message]:
         """A conversation's current path, root to head."""
         return self.path(self.conversation(conv_id).head_id)
-
-    def children(self, message_id: int) -> list[Message]:
-        return [Message.from_row(r) for r in self.conn.execute(q.CHILDREN, (message_id,))]
 
     def tree(self, conv_id: int) -> list[Message]:
         """Every message the conversation reaches (all its branches), by depth then id."""

@@ -22,18 +22,15 @@ LIMIT ? OFFSET ?"""
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_SYSTEM_PROMPT = "UPDATE conversations SET system_prompt = :value, updated_at = :now WHERE id = :id"
-SET_MODEL = "UPDATE conversations SET model = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"
 TOUCH_CONVERSATION = "UPDATE conversations SET updated_at = :now WHERE id = :id"
 
 INSERT_MESSAGE = """
 INSERT INTO messages (uid, parent_id, conversation_id, depth, role, content, status, created_at, meta)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-FINISH_MESSAGE = "UPDATE messages SET content = ?, status = ?, meta = ? WHERE id = ?"
 MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
 MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
-CHILDREN = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_id = ? ORDER BY id"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"
 
 # The walk from :message_id up to its root, one row (id, depth) per message
@@ -63,4 +60,3 @@ CONVERSATION_TREE = REACHED_BY + f"""
 SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (SELECT id FROM reached) ORDER BY depth, id"""
 
 INDEX_MESSAGE = "INSERT INTO messages_fts (rowid, body) VALUES (?, ?)"
-UNINDEX_MESSAGE = "DELETE FROM messages_fts WHERE rowid = ?"

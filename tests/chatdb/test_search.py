@@ -310,13 +310,6 @@ def test_deleted_messages_vanish_and_shared_ones_move_to_the_fork(archive, conv)
     assert search(archive.conn, "capybara") == []
 
 
-def test_a_finished_message_is_found_by_its_final_text(archive, conv):
-    draft = add(archive, conv.id, "streaming partial", role="assistant", at=stamp(2))
-    archive.finish_message(draft.id, "final answer about otters", "complete")
-    assert found(archive, "otters") == [draft.id]
-    assert found(archive, "partial") == []
-
-
 def test_search_inside_a_callers_transaction(archive, conv):
     with archive.transaction():
         message = add(archive, conv.id, "uncommitted narwhal", at=stamp(2))
