@@ -1,8 +1,8 @@
 """Compression of KV bytes: zstd, after splitting fp16 values into byte planes.
 
 The high bytes of fp16 numbers (sign, exponent) repeat far more than the low
-ones; grouping each byte position together lets zstd see that (ratio 1.09 ->
-1.18 on SmolLM2's KV, DESIGN.md).
+ones; grouping each byte position together lets zstd see that (at level 3,
+SmolLM2-135M's KV compressed 1.09x as it is and 1.18x split into planes).
 
 Integrity: each zstd frame carries a checksum of its content (XXH64, which
 zstd checks while it decompresses, at a fraction of a CRC's cost), and the

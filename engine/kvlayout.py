@@ -1,6 +1,7 @@
 """Cutting llama.cpp's sequence state into per-token KV rows, and back.
 
-For the plain attention cache `llama_state_seq_get_data` writes (DESIGN.md):
+For the plain attention cache (`llama_kv_cache`, src/llama-kv-cache.cpp of the
+llama.cpp that llama-cpp-python 0.3.36 vendors) `llama_state_seq_get_data` writes:
 
     u32 magic, i32 seq_id
     u32 n_stream, u32 cell_count
