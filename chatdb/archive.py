@@ -63,16 +63,20 @@ class Archive:
                             uid: "str | None" = None, created_at: "str | None" = None,
                             updated_at: "str | None" = None, meta: "dict | None" = None
                             ) -> Conversation:
-        """A new conversation; with `system_prompt`, its root is that system message."""
+        """A new conversation: empty, with `system_prompt` as its root system message,
+        or continuing from the message `head_id` (whose path has its own system prompt)."""
+        if system_prompt and head_id is not None:
+            raise ChatdbError("a conversation continuing from a message keeps that path's "
+                              "system prompt")
         created_at = created_at or now()
         with self.transaction():
             if head_id is not None:
                 self.message(head_id)
             cur = self.conn.execute(q.INSERT_CONVERSATION, (
-                uid or new_uid(), title, head_id, system_prompt, model, created_at,
+                uid or new_uid(), title, head_id, model, created_at,
                 updated_at or created_at, json.dumps(meta or {})))
             conv_id = cur.lastrowid
-            if system_prompt and head_id is None:
+            if system_prompt:
                 self.add_message(conv_id, "system", system_prompt, parent_id=None,
                                  created_at=created_at)
         return self.conversation(conv_id)
@@ -102,9 +106,6 @@ class Archive:
     def rename(self, conv_id: int, title: str) -> None:
         self._update_conversation(q.RENAME_CONVERSATION, title, conv_id)
 
-    def set_system_prompt(self, conv_id: int, text: "str | None") -> None:
-        self._update_conversation(q.SET_SYSTEM_PROMPT, text, conv_id)
-
     def set_head(self, conv_id: int, message_id: "int | None") -> None:
         if message_id is not None:
             self.message(message_id)
@@ -127,10 +128,8 @@ class Archive:
             origin = self.conversation(source.conversation_id) if source.conversation_id else None
             if title is None:
                 title = f"{origin.title} (fork)" if origin and origin.title else "fork"
-            system = self.path(message_id)[0]
             return self.create_conversation(
                 title, head_id=message_id, model=origin.model if origin else None,
-                system_prompt=system.content if system.role == "system" else None,
                 meta={"forked_from": message_id})
 
     def delete_conversation(self, conv_id: int) -> int:
@@ -159,18 +158,37 @@ class Archive:
             raise ChatdbError(f"unknown status {status!r}")
         created_at = created_at or now()
         with self.transaction():
-            conv = self.conversation(conv_id)
             if parent_id is ...:
-                parent_id = conv.head_id
-            depth = self.message(parent_id).depth + 1 if parent_id is not None else 0
-            cur = self.conn.execute(q.INSERT_MESSAGE, (
-                uid or new_uid(), parent_id, conv_id, depth, role, content, status,
-                created_at, json.dumps(meta or {})))
+                parent_id = self._head_of(conv_id)
+            else:
+                self._head_of(conv_id)  # NotFound for a conversation that is not there
+            depth, root_id = self._place_under(parent_id)
+            cur = self.conn.execute(q.INSERT_MESSAGE, {
+                "uid": uid or new_uid(), "parent_id": parent_id, "root_id": root_id,
+                "conversation_id": conv_id, "depth": depth, "role": role, "content": content,
+                "status": status, "created_at": created_at, "meta": json.dumps(meta or {})})
             message_id = cur.lastrowid
+            if root_id is None:
+                self.conn.execute(q.ROOT_ITSELF, (message_id,))
             self.conn.execute(q.INDEX_MESSAGE, (message_id, index_text(content)))
             if move_head:
                 self.conn.execute(q.SET_HEAD, {"value": message_id, "id": conv_id, "now": now()})
         return self.message(message_id)
+
+    def _head_of(self, conv_id: int) -> "int | None":
+        row = self.conn.execute(q.HEAD_OF, (conv_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conv_id}")
+        return row[0]
+
+    def _place_under(self, parent_id: "int | None") -> "tuple[int, int | None]":
+        """(depth, root id) of a reply to `parent_id`; (0, None) for a new root."""
+        if parent_id is None:
+            return 0, None
+        row = self.conn.execute(q.PLACE_UNDER, (parent_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no message {parent_id}")
+        return row[0], row[1]
 
     def message(self, message_id: int) -> Message:
         row = self.conn.execute(q.MESSAGE, (message_id,)).fetchone()

@@ -11,6 +11,8 @@ children. Links are uids, never row ids, so the document means the same in
 any archive: `head` and `parent` are message uids, `conversation` is the uid
 of the conversation that wrote the message (a fork shares its ancestors'
 messages, so they appear under both; null once their writer is deleted).
+`system_prompt` is the content of the root system message of the head's path
+(or null), for readers: import takes the prompt from that message itself.
 Tokens and KV are left out: they belong to one model build and are rebuilt.
 """
 

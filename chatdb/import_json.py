@@ -34,7 +34,7 @@ def _conversation(number: int, raw) -> ConversationRecord:
         updated_at=timestamp(raw, "updated_at", where),
         head_uid=get(raw, "head", str, where, required=False),
         messages=[_message(index, m, uid, where) for index, m in enumerate(messages, 1)],
-        system_prompt=get(raw, "system_prompt", str, where, required=False),
+        # "system_prompt" is not read: it repeats the root system message, which is imported.
         model=get(raw, "model", str, where, required=False),
         meta=get(raw, "meta", dict, where, required=False) or {},
         where=where,

@@ -41,7 +41,6 @@ class ConversationRecord:
     updated_at: str
     head_uid: "str | None"
     messages: list[MessageRecord]
-    system_prompt: "str | None" = None
     model: "str | None" = None
     meta: dict = field(default_factory=dict)
     where: str = ""  # e.g. 'conversation 3 ("Trip")'

@@ -15,8 +15,7 @@ from .import_records import ConversationRecord, MessageRecord, fail, parents_fir
 # Row-level fix-ups the public API has no call for: they restore what the
 # file says instead of what "now" would be.
 SET_OWNER = "UPDATE messages SET conversation_id = ? WHERE id = ?"
-RESTORE_CONVERSATION = """
-UPDATE conversations SET head_id = ?, system_prompt = ?, meta = ?, updated_at = ? WHERE id = ?"""
+RESTORE_CONVERSATION = "UPDATE conversations SET head_id = ?, meta = ?, updated_at = ? WHERE id = ?"
 
 
 @dataclass
@@ -110,7 +109,8 @@ def _owner(archive: Archive, owner_uid: "str | None", conv_id: int, conv_ids: di
 
 
 def _restore(archive: Archive, record: ConversationRecord, conv_id: int, message_ids: dict) -> None:
-    """Head, system prompt, meta and update time as the file has them."""
+    """Head, meta and update time as the file has them (the system prompt is the
+    root system message, imported with the messages)."""
     head_id = _message_id(archive, record.head_uid, message_ids)
     if record.head_uid is not None and head_id is None:
         raise fail(record.where, f'head "{record.head_uid}" is not one of its messages')
@@ -119,8 +119,8 @@ def _restore(archive: Archive, record: ConversationRecord, conv_id: int, message
     source_id = _message_id(archive, source, message_ids) if isinstance(source, str) else None
     if source_id is not None:
         meta["forked_from"] = source_id
-    archive.conn.execute(RESTORE_CONVERSATION, (head_id, record.system_prompt, json.dumps(meta),
-                                                record.updated_at, conv_id))
+    archive.conn.execute(RESTORE_CONVERSATION, (head_id, json.dumps(meta), record.updated_at,
+                                                conv_id))
 
 
 def _message_id(archive: Archive, uid: "str | None", message_ids: dict) -> "int | None":

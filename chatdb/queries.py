@@ -1,35 +1,50 @@
 """Named SQL for conversations and messages. Parameters are always bound."""
 
-CONVERSATION_COLUMNS = "id, uid, title, head_id, system_prompt, model, created_at, updated_at, meta"
+# A conversation's system prompt is the system message at the root of its
+# head's path (messages.root_id): what the model reads, never a copy.
+CONVERSATION_SELECT = """
+SELECT c.id, c.uid, c.title, c.head_id,
+    (SELECT r.content FROM messages h JOIN messages r ON r.id = h.root_id
+     WHERE h.id = c.head_id AND r.role = 'system') AS system_prompt,
+    c.model, c.created_at, c.updated_at, c.meta
+FROM conversations c"""
 MESSAGE_COLUMNS = "id, uid, parent_id, conversation_id, depth, role, content, status, created_at, meta"
 
 INSERT_CONVERSATION = """
-INSERT INTO conversations (uid, title, head_id, system_prompt, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta)
+VALUES (?, ?, ?, ?, ?, ?, ?)"""
 
-CONVERSATION = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?"
-CONVERSATION_BY_UID = f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE uid = ?"
-LATEST_CONVERSATION = f"""
-SELECT {CONVERSATION_COLUMNS} FROM conversations ORDER BY updated_at DESC, id DESC LIMIT 1"""
+CONVERSATION = CONVERSATION_SELECT + " WHERE c.id = ?"
+CONVERSATION_BY_UID = CONVERSATION_SELECT + " WHERE c.uid = ?"
+LATEST_CONVERSATION = CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1"
 COUNT_CONVERSATIONS = "SELECT count(*) FROM conversations"
+HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 
-# message_count is the head's depth + 1: no walk over the path.
+# message_count: the messages on the current path but its root system
+# prompt, as the console numbers them; from the head's depth, with no walk.
 LIST_CONVERSATIONS = """
-SELECT c.id, c.title, c.updated_at, coalesce(m.depth + 1, 0) AS message_count
-FROM conversations c LEFT JOIN messages m ON m.id = c.head_id
+SELECT c.id, c.title, c.updated_at,
+    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count
+FROM conversations c
+LEFT JOIN messages h ON h.id = c.head_id
+LEFT JOIN messages r ON r.id = h.root_id
 ORDER BY c.updated_at DESC, c.id DESC
 LIMIT ? OFFSET ?"""
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
-SET_SYSTEM_PROMPT = "UPDATE conversations SET system_prompt = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"
 TOUCH_CONVERSATION = "UPDATE conversations SET updated_at = :now WHERE id = :id"
 
 INSERT_MESSAGE = """
-INSERT INTO messages (uid, parent_id, conversation_id, depth, role, content, status, created_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO messages (uid, parent_id, root_id, conversation_id, depth, role, content, status,
+                      created_at, meta)
+VALUES (:uid, :parent_id, :root_id, :conversation_id, :depth, :role, :content, :status,
+        :created_at, :meta)"""
+ROOT_ITSELF = "UPDATE messages SET root_id = id WHERE id = ?"  # a new root is its own root
 MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
 MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
+# Where a reply to the message goes: one deeper, in the same tree.
+PLACE_UNDER = "SELECT depth + 1, root_id FROM messages WHERE id = ?"
 MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"
 

@@ -35,7 +35,6 @@ def system(session, arg: str) -> None:
                "started a new conversation with this one (/switch goes back)")
     else:  # saved but empty: give it a new root
         session.archive.add_message(session.conv_id, "system", arg, parent_id=None)
-        session.archive.set_system_prompt(session.conv_id, arg)
         r.note("system prompt set")
 
 

@@ -87,14 +87,18 @@ def test_system_prompt_is_the_root_and_depth_counts_from_it(archive):
     assert [(m.role, m.content) for m in archive.messages(conv.id)] == [
         ("system", "Be brief."), ("user", "hi"), ("assistant", "hello")]
     assert archive.path(q.id) == archive.messages(conv.id)[:2]
-    assert archive.list_conversations()[0].message_count == 3
+    # The system prompt is not counted: the two messages the console numbers.
+    assert archive.list_conversations()[0].message_count == 2
 
 
 def test_without_a_system_prompt_the_first_message_is_the_root(archive):
     conv = archive.create_conversation("plain")
     assert conv.head_id is None and archive.messages(conv.id) == []
+    assert archive.list_conversations()[0].message_count == 0
     first = archive.add_message(conv.id, "user", "hi")
     assert (first.parent_id, first.depth) == (None, 0)
+    assert archive.conversation(conv.id).system_prompt is None
+    assert archive.list_conversations()[0].message_count == 1
     other = archive.create_conversation("other")
     second_root = archive.add_message(other.id, "user", "separate tree")
     assert second_root.parent_id is None

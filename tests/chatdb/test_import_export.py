@@ -231,3 +231,30 @@ def test_chatgpt_self_parent_is_a_cycle():
 def test_chatgpt_current_node_outside_mapping():
     with pytest.raises(ImportFormatError, match='"current_node" "zz" is not in "mapping"'):
         _read(_chatgpt(_node("u", None, "user"), current_node="zz"))
+
+
+def test_the_system_prompt_is_the_root_message_on_import_and_export(tmp_path):
+    """One truth: the root system message. A file's "system_prompt" that disagrees
+    with it is not what the model would read, so import takes the message."""
+    with Archive.open(tmp_path / "a.db") as a, Archive.open(tmp_path / "b.db") as b:
+        rust, fork = _forest(a)
+        exported = export_document(a)
+        by_uid = {c["uid"]: c for c in exported["conversations"]}
+        assert by_uid[rust.uid]["system_prompt"] == "Be brief."
+        assert by_uid[fork.uid]["system_prompt"] == "Be brief."  # its path's root
+        by_uid[rust.uid]["system_prompt"] = "Something else"
+        _import(b, exported)
+        imported = b.conversation_by_uid(rust.uid)
+        assert imported.system_prompt == b.messages(imported.id)[0].content == "Be brief."
+        again = {c["uid"]: c for c in export_document(b)["conversations"]}
+        assert again[rust.uid]["system_prompt"] == "Be brief."
+
+
+def test_a_chatgpt_system_message_at_the_root_is_the_system_prompt(tmp_path):
+    conversation = _chatgpt(_node("s", None, "system", "Answer in French.", t=1000.5),
+                            _node("u", "s", "user", "Hello", t=1001.0))
+    with Archive.open(tmp_path / "a.db") as archive:
+        _import(archive, [conversation])
+        conv = archive.conversation_by_uid("chatgpt:c")
+        assert conv.system_prompt == "Answer in French."
+        assert archive.list_conversations()[0].message_count == 1

@@ -95,27 +95,31 @@ def test_reopening_applies_nothing_again(db_path):
     assert ledger(db_path) == before
 
 
+def files_of(migrations) -> dict:
+    return {f"{m.version:04d}_{m.name}.sql": m.sql for m in migrations}
+
+
 def test_upgrade_applies_only_the_new_migration_and_keeps_the_data(
-        db_path, migrations_package, initial_sql, assert_sound):
-    package = migrations_package({"0001_initial.sql": initial_sql})
+        db_path, migrations_package, assert_sound):
+    shipped = available()
+    package = migrations_package(files_of(shipped))
     with Archive(connect(db_path, available(package)), db_path) as archive:
         conv = archive.create_conversation("old", system_prompt="be brief")
         question = archive.add_message(conv.id, "user", "hello")
     first = ledger(db_path)
-    assert [r[0] for r in first] == [1]
+    assert [r[0] for r in first] == [m.version for m in shipped]
 
-    migrations_package({"0002_notes.sql": NOTES_0002}, name=package)
+    migrations_package({"0999_notes.sql": NOTES_0002}, name=package)
     code = available(package)
-    assert [m.version for m in code] == [1, 2]
+    assert [m.version for m in code] == [m.version for m in shipped] + [999]
     with sqlite3.connect(db_path) as raw:
-        assert [m.version for m in pending(raw, code)] == [2]
+        assert [m.version for m in pending(raw, code)] == [999]
     raw.close()
 
     with Archive(connect(db_path, code), db_path) as archive:
         rows = ledger(db_path)
-        assert rows[0] == first[0]  # 0001 untouched, not re-run
-        assert [(v, n, c) for v, n, c, _ in rows] == [
-            (1, "initial", code[0].checksum), (2, "notes", code[1].checksum)]
+        assert rows[:-1] == first  # the shipped ones untouched, not re-run
+        assert [(v, n, c) for v, n, c, _ in rows] == [(m.version, m.name, m.checksum) for m in code]
         assert [m.content for m in archive.messages(conv.id)] == ["be brief", "hello"]
         assert archive.conn.execute(
             "SELECT notes FROM conversations WHERE id = ?", (conv.id,)).fetchone()[0] == ""
@@ -131,6 +135,50 @@ def test_upgrade_applies_only_the_new_migration_and_keeps_the_data(
         assert_sound(archive.conn)
     connect(db_path, code).close()
     assert ledger(db_path) == rows
+
+
+# Rows as chatdb wrote them before 0003: the system prompt in a column too.
+BEFORE_0003 = """
+INSERT INTO conversations (id, uid, title, head_id, system_prompt, created_at, updated_at)
+VALUES (1, 'c1', 'chat', NULL, 'Be brief.', '2024-01-01', '2024-01-01'),
+       (2, 'c2', 'fork', NULL, 'Be brief.', '2024-01-02', '2024-01-02'),
+       (3, 'c3', 'imported', NULL, 'only in the column', '2024-01-03', '2024-01-03'),
+       (4, 'c4', 'empty', NULL, NULL, '2024-01-04', '2024-01-04');
+INSERT INTO messages (id, uid, parent_id, conversation_id, depth, role, content, created_at)
+VALUES (1, 'm1', NULL, 1, 0, 'system', 'Be brief.', '2024-01-01'),
+       (2, 'm2', 1, 1, 1, 'user', 'hi', '2024-01-01'),
+       (3, 'm3', 2, 1, 2, 'assistant', 'hello', '2024-01-01'),
+       (4, 'm4', 3, 2, 3, 'user', 'and then?', '2024-01-02'),
+       (5, 'm5', NULL, 3, 0, 'user', 'a question', '2024-01-03'),
+       (6, 'm6', 5, 3, 1, 'assistant', 'an answer', '2024-01-03');
+UPDATE conversations SET head_id = 3 WHERE id = 1;
+UPDATE conversations SET head_id = 4 WHERE id = 2;
+UPDATE conversations SET head_id = 6 WHERE id = 3;
+"""
+
+
+def test_0003_makes_the_root_system_message_the_only_system_prompt(
+        db_path, migrations_package, assert_sound):
+    older = migrations_package(files_of(m for m in available() if m.version < 3))
+    conn = connect(db_path, available(older))
+    conn.executescript(BEFORE_0003)
+    conn.close()
+
+    with Archive.open(db_path) as archive:
+        columns = {r[1] for r in archive.conn.execute("PRAGMA table_info(conversations)")}
+        assert "system_prompt" not in columns
+        assert dict(archive.conn.execute("SELECT id, root_id FROM messages").fetchall()) == {
+            1: 1, 2: 1, 3: 1, 4: 1, 5: 5, 6: 5}
+        prompts = {c: archive.conversation(c).system_prompt for c in (1, 2, 3, 4)}
+        # The column's copy that no message held was never what the model read.
+        assert prompts == {1: "Be brief.", 2: "Be brief.", 3: None, 4: None}
+        counts = {row.id: row.message_count for row in archive.list_conversations()}
+        assert counts == {1: 2, 2: 3, 3: 2, 4: 0}
+        # New messages find their root too.
+        reply = archive.add_message(2, "assistant", "more")
+        assert archive.conn.execute("SELECT root_id FROM messages WHERE id = ?",
+                                    (reply.id,)).fetchone()[0] == 1
+        assert_sound(archive.conn)
 
 
 def test_a_failing_migration_leaves_nothing_behind(db_path, migrations_package, initial_sql):

@@ -6,8 +6,10 @@ def test_list_json_most_recent_first(chatdb, sample):
     assert [row["id"] for row in listed] == [sample.fork, sample.trip, sample.rust]
     assert set(listed[0]) == {"id", "title", "updated_at", "message_count"}
     by_id = {row["id"]: row for row in listed}
-    assert by_id[sample.rust]["message_count"] == 3   # system, question, second answer
-    assert by_id[sample.fork]["message_count"] == 4   # system, question, first answer, follow-up
+    # The current path but its system prompt, as the console numbers it.
+    assert by_id[sample.rust]["message_count"] == 2   # question, second answer
+    assert by_id[sample.fork]["message_count"] == 3   # question, first answer, follow-up
+    assert by_id[sample.trip]["message_count"] == 2   # no system prompt: both count
     assert by_id[sample.trip]["title"] == "Trip to Kyoto"
 
 

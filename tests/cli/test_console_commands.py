@@ -325,6 +325,26 @@ def test_system_on_a_new_conversation_becomes_its_root(console):
     assert "You are a pirate." in out
 
 
+def test_system_on_a_saved_empty_conversation_is_the_root_everyone_reads(console, cli_env):
+    from chatdb.export import export_document
+    from .conftest import Chatdb
+
+    empty = console.archive.create_conversation("empty", system_prompt="Old prompt.")
+    console.ok(f"/switch #{empty.id}\n/system New prompt.\n")
+    assert console.session.conv_id == empty.id
+    assert console.session.system_prompt() == "New prompt."
+    assert console.archive.conversation(empty.id).system_prompt == "New prompt."
+    out, _ = console.ok("/system\n")
+    assert out.strip() == "system prompt: New prompt."
+    exported = export_document(console.archive, [empty.id])["conversations"][0]
+    assert exported["system_prompt"] == "New prompt."
+    shown = Chatdb(console.db_path, cli_env)("show", empty.id, "--json").json()
+    assert shown["system_prompt"] == shown["messages"][0]["content"] == "New prompt."
+    console.ok("Ahoy\n")  # the model reads the new root
+    assert [(m.role, m.content) for m in console.path()][:2] == [
+        ("system", "New prompt."), ("user", "Ahoy")]
+
+
 def test_system_with_messages_starts_a_new_conversation(console):
     conv = new(console, "Hello")
     out, err = console.ok("/system Be terse.\n")
