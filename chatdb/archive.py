@@ -13,7 +13,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from . import forest, queries as q
+from . import forest, private_files, queries as q
 from .clock import now
 from .connection import connect
 from .costs import CostStore
@@ -38,11 +38,19 @@ class Archive:
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
+        # Files of this archive that others could read until open() tightened them.
+        self.tightened: list[private_files.Tightened] = []
 
     @classmethod
     def open(cls, path: "str | Path | None" = None) -> "Archive":
+        """Open (or create) the archive; an existing file others can read is made
+        private (see `tightened`), once it is known to be a chatdb archive."""
         path = Path(path) if path else default_db_path()
-        return cls(connect(path), path)
+        archive = cls(connect(path), path)
+        if str(path) != ":memory:":
+            archive.tightened = private_files.tighten(
+                path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
+        return archive
 
     def close(self) -> None:
         self.conn.close()

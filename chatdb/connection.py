@@ -1,11 +1,11 @@
 """Opening the archive: file mode, pragmas, and the schema check."""
 
-import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import private_files
 from .errors import ChatdbError, SchemaError
 from .migrate import Migration, apply, available, pending
 
@@ -27,7 +27,7 @@ SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> sqlite3.Connection:
     """Open (creating if needed) the archive at `path`, migrated to the code's schema.
 
-    A new file is created 0600: chats are private. The connection is in
+    A new file is created 0600 (its directories 0700): chats are private. The connection is in
     autocommit mode; write through `transaction()`. `migrations` defaults to
     the files in the `migrations` package (tests pass their own).
 
@@ -38,7 +38,7 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
     if migrations is None:
         migrations = available()
     if str(path) != ":memory:":
-        _create_private(path)
+        private_files.create(path)
         if _wal_has_content(path):
             # Closing a connection that may write checkpoints this WAL into
             # the file: look at the schema through one that cannot, first.
@@ -121,14 +121,3 @@ def _wal_has_content(path: Path) -> bool:
         return path.with_name(path.name + "-wal").stat().st_size > 0
     except FileNotFoundError:
         return False
-
-
-def _create_private(path: Path) -> None:
-    if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        pass  # another process created it first

@@ -1,10 +1,10 @@
 """`chatdb export`: conversations as a JSON document or as Markdown."""
 
 import json
-import os
 import sys
 from pathlib import Path
 
+from chatdb import private_files
 from chatdb.export import all_conversation_ids, export_document
 from chatdb.export_markdown import markdown_document
 
@@ -59,7 +59,7 @@ def run(args) -> int:
         sys.stdout.write(text)
         return 0
     path = Path(args.output).expanduser()
-    _write_private(path, text)
+    private_files.write_atomic(path, text)
     _report(args, path, fmt, *counts)
     return 0
 
@@ -68,19 +68,6 @@ def _counts(document: dict) -> tuple[int, int]:
     """Conversations, and distinct messages (forks list shared ones twice)."""
     uids = {m["uid"] for conv in document["conversations"] for m in conv["messages"]}
     return len(document["conversations"]), len(uids)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write all of it or nothing: a temporary file beside `path`, then a rename."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def _report(args, path: Path, fmt: str, conversations: int, messages: int) -> None:

@@ -14,6 +14,8 @@ from chatdb.archive import Archive
 from chatdb.errors import ChatdbError
 from chatdb.paths import default_db_path
 
+from .. import output
+
 DB_HELP = "the archive file (default: $CHATDB_DB, else $XDG_DATA_HOME/chatdb/chatdb.db)"
 
 
@@ -45,9 +47,12 @@ def db_path(args: argparse.Namespace) -> Path:
 def open_archive(args: argparse.Namespace) -> Archive:
     path = db_path(args)
     try:
-        return Archive.open(path)
+        archive = Archive.open(path)
     except sqlite3.Error as exc:  # e.g. a directory, or no permission
         raise ChatdbError(f"{path}: {exc}") from None
+    if archive.tightened:  # the file first; its -wal and -shm follow its mode
+        output.warning(str(archive.tightened[0]))  # once: the next open finds it private
+    return archive
 
 
 def positive_int(text: str) -> int:

@@ -74,7 +74,8 @@ def make_prompts(session, input=None, output=None, history=None):
     depth = None if session.render.color else ColorDepth.DEPTH_1_BIT
     common = dict(input=input, output=output, color_depth=depth)
     prompt = PromptSession(
-        history=history or FileHistory(str(ensure_private(history_path()))),
+        history=history or FileHistory(str(ensure_private(history_path(),
+                                                          session.render.warning))),
         completer=ConsoleCompleter(session), complete_while_typing=False,
         key_bindings=bindings(), multiline=True, enable_open_in_editor=True,
         prompt_continuation=lambda width, line, wrap: "." * (width - 1) + " ", **common)

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+from chatdb import private_files
 from chatdb.export_markdown import conversation_markdown
 
 from .commands import Command
@@ -62,7 +63,7 @@ def export(session, arg: str) -> None:
         session.render.line(text.rstrip())
         return
     target = Path(arg).expanduser()
-    target.write_text(text, encoding="utf-8")
+    private_files.write_atomic(target, text)  # 0600, whole or not at all, as `export -o`
     session.render.note(f"wrote {session.label()} to {target} ({size(len(text.encode()))})")
 
 

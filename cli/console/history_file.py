@@ -9,13 +9,18 @@ holds what was typed, so like the archive it is readable by its owner only.
 import os
 from pathlib import Path
 
+from chatdb import private_files
+
 
 def history_path() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "chatdb" / "history"
 
 
-def ensure_private(path: Path) -> Path:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+def ensure_private(path: Path, warn) -> Path:
+    """Create the history file 0600 (directories 0700), or tighten the one there,
+    saying so through `warn(text)`."""
+    private_files.create(path)
+    for change in private_files.tighten(path):
+        warn(str(change))
     return path

@@ -58,14 +58,46 @@ def test_new_file_is_private(tmp_path, open_umask):
             side = path.with_name(path.name + suffix)
             assert side.exists() and mode(side) == 0o600
     assert mode(path) == 0o600
-    assert mode(path.parent) == 0o700
+    assert mode(path.parent) == mode(path.parent.parent) == 0o700  # every level made
 
 
-def test_existing_file_mode_is_left_alone(db_path, open_umask):
-    db_path.touch(mode=0o640)
+def test_an_open_archive_is_tightened_once_and_said(db_path, open_umask):
+    with Archive.open(db_path) as archive:
+        archive.create_conversation("secret")  # leaves a WAL and its index
+        sides = [db_path.with_name(db_path.name + s) for s in ("-wal", "-shm")]
+        for path in (db_path, *sides):
+            os.chmod(path, 0o644)
     os.chmod(db_path, 0o640)
-    Archive.open(db_path).close()
-    assert mode(db_path) == 0o640
+    with Archive.open(db_path) as archive:
+        changed = {t.path: t.old_mode for t in archive.tightened}
+        assert changed[db_path] == 0o640  # (SQLite gives its side files the file's mode)
+        assert set(changed) == {db_path, *(side for side in sides if side.exists())}
+        assert "readable by its owner only (0600)" in str(archive.tightened[0])
+        assert [c.title for c in archive.list_conversations()] == ["secret"]
+    assert mode(db_path) == 0o600 and all(mode(s) == 0o600 for s in sides if s.exists())
+    with Archive.open(db_path) as archive:
+        assert archive.tightened == []
+
+
+def test_owner_bits_are_kept_when_tightening(db_path, open_umask):
+    from chatdb import private_files
+
+    db_path.write_bytes(b"")
+    os.chmod(db_path, 0o444)  # read-only on purpose: stays read-only for its owner
+    assert [t.old_mode for t in private_files.tighten(db_path)] == [0o444]
+    assert mode(db_path) == 0o400
+
+
+def test_a_file_that_is_not_an_archive_keeps_its_mode(db_path, open_umask):
+    from chatdb.errors import SchemaError
+
+    with sqlite3.connect(db_path) as other:
+        other.execute("CREATE TABLE notes (x)")
+    other.close()
+    os.chmod(db_path, 0o644)
+    with pytest.raises(SchemaError):
+        Archive.open(db_path)
+    assert mode(db_path) == 0o644
 
 
 def test_default_path_follows_chatdb_db_then_xdg(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ once keeps the suite fast. Each test starts its own conversation.
 import io
 import os
 import signal
+import stat
 import time
 
 import pytest
@@ -402,11 +403,16 @@ def test_export_markdown_to_the_screen_and_to_a_file(console, tmp_path):
     out, _ = console.ok("/export\n")
     assert out.startswith("# Exported") and "## User\n\nExport this please" in out
     target = tmp_path / "chat.md"
-    console.ok(f"/export {target}\n")
+    target.write_text("an older export")
+    os.chmod(target, 0o644)
+    console.ok(f"/export {target}\n")  # under umask 000: the mode is chatdb's choice
     assert target.read_text().startswith("# Exported")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["chat.md"]  # no temporary left
     assert "not saved yet" in console.error("/new\n/export\n")
     new(console)
-    assert "Is a directory" in console.error(f"/export {tmp_path}\n")
+    assert f"{tmp_path}: Is a directory" in console.error(f"/export {tmp_path}\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["chat.md"]
 
 
 # -- Ctrl-C during an answer -------------------------------------------------------------

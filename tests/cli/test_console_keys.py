@@ -121,9 +121,20 @@ def test_history_is_kept_across_sessions_and_searchable(session, tmp_path):
 
 def test_history_file_is_private_under_xdg_state_home(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    path = ensure_private(history_path())
+    warnings = []
+    path = ensure_private(history_path(), warnings.append)
     assert path == tmp_path / "state" / "chatdb" / "history"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    for directory in (path.parent, path.parent.parent):  # under umask 000
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+    assert warnings == []
+    path.write_text("typed before\n")
+    os.chmod(path, 0o644)
+    ensure_private(history_path(), warnings.append)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and path.read_text() == "typed before\n"
+    assert len(warnings) == 1 and str(path) in warnings[0] and "0644" in warnings[0]
+    ensure_private(history_path(), warnings.append)
+    assert len(warnings) == 1  # said once
 
 
 def test_tab_completes_commands_and_conversation_titles(session):

@@ -1,6 +1,8 @@
 """The command's frame: help, version, where the archive is, exit codes."""
 
+import os
 import signal
+import stat
 import subprocess
 import time
 
@@ -20,6 +22,18 @@ def test_version(chatdb):
     result = chatdb("--version", db=False)
     assert result.returncode == 0
     assert result.stdout.startswith("chatdb ")
+
+
+def test_an_archive_others_can_read_is_made_private_and_said_once(chatdb, db_path):
+    Archive.open(db_path).close()
+    os.chmod(db_path, 0o644)
+    first = chatdb("list")
+    assert first.returncode == 0 and first.stdout.strip() == "no conversations"
+    assert first.stderr.splitlines() == [
+        f"chatdb: warning: {db_path} could be read by others (mode 0644); "
+        "it is now readable by its owner only (0600)"]
+    assert stat.S_IMODE(os.stat(db_path).st_mode) == 0o600
+    assert chatdb("list").stderr == ""
 
 
 def test_unknown_command_is_a_usage_error(chatdb):
