@@ -134,8 +134,8 @@ BULK_CONVERSATION = """
 INSERT INTO conversations (id, uid, title, head_id, created_at, updated_at)
 VALUES (?, ?, ?, NULL, ?, ?)"""
 BULK_MESSAGE = """
-INSERT INTO messages (id, uid, parent_id, conversation_id, depth, role, content, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO messages (id, uid, parent_id, root_id, conversation_id, depth, role, content, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 BULK_HEADS = """
 UPDATE conversations
 SET head_id = (SELECT max(id) FROM messages WHERE conversation_id = conversations.id)
@@ -193,13 +193,13 @@ def bulk_fill(archive: Archive, n_messages: int, n_conversations: int) -> None:
                 convs.append((conv_id, uuid.uuid4().hex, f"chat {conv_id}", stamps[i], last))
             mid = msg_id + i + 1
             role = "user" if depth % 2 == 0 else "assistant"
-            messages.append((mid, uuid.uuid4().hex, mid - 1 if depth else None, conv_id,
-                             depth, role, text, stamps[i]))
+            messages.append((mid, uuid.uuid4().hex, mid - 1 if depth else None, mid - depth,
+                             conv_id, depth, role, text, stamps[i]))
         with archive.transaction():
             archive.conn.executemany(BULK_CONVERSATION, convs)
             archive.conn.executemany(BULK_MESSAGE, messages)
             archive.conn.execute(BULK_HEADS, (convs[0][0] if convs else conv_id, conv_id))
-            archive.conn.executemany(BULK_INDEX, [(m[0], textindex.index_text(m[6]))
+            archive.conn.executemany(BULK_INDEX, [(m[0], textindex.index_text(m[7]))
                                                   for m in messages])
         msg_id += n
         progress(f"built {msg_id:,} / {n_messages:,} messages")
