@@ -1,12 +1,14 @@
 """Resuming from the archive: same answers as an uninterrupted process, less compute."""
 
 import shutil
+import threading
 
 import numpy as np
+import pytest
 
 from chatdb.archive import Archive
 
-from .conftest import GREEDY, run_chatdb
+from .conftest import run_chatdb
 
 FIRST = "Name three colours of the rainbow."
 SECOND = "Now name two more."
@@ -139,7 +141,7 @@ def test_switching_conversations_reuses_memory(open_engine):
     back = engine.reply(a.id, "And lakes?")
     assert back.kv_source == "memory"
     assert back.restored_tokens > 100
-    assert GREEDY.max_tokens == 24
+    assert back.computed_tokens < back.restored_tokens  # only the new question is read
 
 
 def test_snapshot_mode_resumes_from_whole_states(tmp_path, open_engine):
@@ -224,8 +226,10 @@ def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_
     assert result.text == fresh.reply(archive.latest_conversation().id, SECOND).text
 
 
+@pytest.mark.timeout(180)  # a close that waited forever on the restore would hang here
 def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, open_engine):
     db, _ = _first_turn_and_a_clean_copy(tmp_path)
+    before = set(threading.enumerate())
     archive, engine = open_engine(db)
     first = archive.latest_conversation()
     other = archive.create_conversation("other")
@@ -237,3 +241,9 @@ def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, op
     assert result.kv_source == "archive" and result.restored_ahead
     engine.prepare(other.id)
     engine.close()                    # waits for the restore in flight; nothing hangs
+    # Nothing of this engine runs on: not the restore, not the KV writer (the
+    # decoder pool is the process's, and stays).
+    left = [t.name for t in threading.enumerate() if t not in before and t.is_alive()
+            and not t.name.startswith("chatdb-kv-decode")]
+    assert left == []
+    assert archive.integrity_check() == "ok"
