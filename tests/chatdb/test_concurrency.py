@@ -6,7 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -164,25 +164,49 @@ def test_four_writers_lose_nothing(tmp_path):
     assert_sound(path)
 
 
+@pytest.mark.timeout(120)
 def test_a_writer_waits_for_the_lock_instead_of_failing(archive, db_path, tmp_path):
+    """Another process holds the write lock until the test lets it go: reads go on
+    meanwhile (WAL), and a write started under the lock waits and then succeeds,
+    instead of failing with "database is locked". Ordered by events, not by time."""
     conv = archive.create_conversation("c")
     archive.add_message(conv.id, "user", "before")
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import sqlite3, sys, time
+        import sqlite3, sys
         conn = sqlite3.connect(sys.argv[1], isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("UPDATE conversations SET title = 'held'")
         print("locked", flush=True)
-        time.sleep(1.0)
+        sys.stdin.readline()  # held until the test says
         conn.execute("COMMIT")
-    """), str(db_path)], stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"
-    started = time.monotonic()
-    assert [m.content for m in archive.messages(conv.id)] == ["before"]  # WAL: reads go on
-    assert time.monotonic() - started < 0.5
-    archive.add_message(conv.id, "user", "after the wait")
-    waited = time.monotonic() - started
-    assert holder.wait(timeout=30) == 0
-    assert waited > 0.5
+        print("released", flush=True)
+    """), str(db_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert [m.content for m in archive.messages(conv.id)] == ["before"]  # WAL: reads go on
+        writing, outcome = threading.Event(), {}
+
+        def write():
+            with Archive.open(db_path) as writer:
+                writing.set()
+                try:
+                    outcome["message"] = writer.add_message(conv.id, "user", "after the wait")
+                except Exception as exc:  # "database is locked" would land here
+                    outcome["error"] = exc
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        assert writing.wait(timeout=60)
+        assert "message" not in outcome  # it cannot have written: the lock is held
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        thread.join(timeout=60)
+        assert not thread.is_alive() and "error" not in outcome, outcome
+    finally:
+        if holder.poll() is None:
+            holder.stdin.close()  # lets it commit and end, whatever failed above
+        holder.wait(timeout=30)
+    assert holder.returncode == 0
     assert [m.content for m in archive.messages(conv.id)] == ["before", "after the wait"]
     assert archive.conversation(conv.id).title == "held"
