@@ -1,6 +1,7 @@
 """The console's output pieces: the figures line, session totals, colour, progress."""
 
 import io
+import re
 import time
 
 from cli.console.render import CLEAR_LINE, Renderer, Waiting
@@ -20,6 +21,14 @@ def result(**changes) -> TurnResult:
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+def wait_for(stream: io.StringIO, text: str, timeout: float = 60.0) -> None:
+    """Poll until `text` has been written to `stream`; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while text not in stream.getvalue():
+        assert time.monotonic() < deadline, f"{text!r} was never written"
+        time.sleep(0.01)
 
 
 def test_the_line_after_an_answer_says_how_the_context_was_obtained():
@@ -70,9 +79,10 @@ def test_progress_shows_only_after_a_second_and_is_erased():
     r = Renderer(out=io.StringIO(), err=err, color=False)
     with Waiting(r, "loading", delay=0.05) as waiting:
         waiting.update("reading 512 of 4,000 tokens")
-        time.sleep(0.3)
+        wait_for(err, "loading: reading 512 of 4,000 tokens")
     shown = err.getvalue()
-    assert "loading: reading 512 of 4,000 tokens (0." in shown and shown.endswith(CLEAR_LINE)
+    assert re.search(r"loading: reading 512 of 4,000 tokens \(\d+\.\d s\)", shown)
+    assert shown.endswith(CLEAR_LINE)
     quick = Terminal()
     with Waiting(Renderer(out=io.StringIO(), err=quick, color=False), "loading"):
         pass
@@ -84,7 +94,7 @@ def test_the_first_piece_of_an_answer_ends_the_progress_line():
     r = Renderer(out=out, err=err, color=False)
     stream = AnswerStream(r, Waiting(r, "thinking", delay=0.01).start())
     stream.progress(100, 200)
-    time.sleep(0.15)
+    wait_for(err, "thinking: reading 100 of 200 tokens")
     stream("Hel"), stream("lo")
     stream.finish(interrupted=False)
     assert "thinking: reading 100 of 200 tokens" in err.getvalue()

@@ -1,10 +1,14 @@
 """The command's frame: help, version, where the archive is, exit codes."""
 
 import os
+import platform
 import signal
 import stat
 import subprocess
 import time
+from pathlib import Path
+
+import pytest
 
 from chatdb.archive import Archive
 
@@ -94,12 +98,32 @@ def test_a_directory_as_db_is_one_line_exit_1(chatdb, tmp_path):
     chatdb("list", "--db", tmp_path, db=False).error()
 
 
+READ_SYSCALL = {"x86_64": 0, "aarch64": 63}.get(platform.machine())
+
+
+def reading_stdin(pid: int) -> bool:
+    """Whether the process is blocked in read(0, ...) (Linux's /proc/PID/syscall)."""
+    fields = Path(f"/proc/{pid}/syscall").read_text().split()
+    return fields[:2] == [str(READ_SYSCALL), "0x0"]
+
+
+def wait_until(check, timeout: float = 60.0) -> None:
+    """Poll `check()` until it holds; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(READ_SYSCALL is None or not Path("/proc/self/syscall").exists(),
+                    reason="needs Linux's /proc/PID/syscall on x86-64 or arm64")
+@pytest.mark.timeout(120)
 def test_ctrl_c_exits_130_without_traceback(chatdb):
     # `import -` waits on stdin, an open pipe nobody writes to: interrupt it there.
     process = subprocess.Popen(chatdb.argv("import", "-"), cwd=chatdb.cwd, env=chatdb.env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        time.sleep(1.0)  # past imports and into the read
+        wait_until(lambda: reading_stdin(process.pid))  # past the imports, in the read
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:
