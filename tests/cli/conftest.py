@@ -13,18 +13,44 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-def console_session(db_path, sampling):
-    """A console Session on a real archive file and the default model (close it after)."""
-    from chatdb.archive import Archive
-    from cli.console.model_loading import EngineOptions, load_engine
-    from cli.console.render import Renderer
-    from cli.console.session import Session
+class SharedModel:
+    """One archive file and one loaded model for a module's tests; each test takes a
+    Session of its own on them (`session()`), so that what one test sets
+    (conversation, /set, /search hits, the renderer) never reaches the next.
+    A test that replaces or closes the engine (/model) needs a SharedModel of its own."""
 
-    archive = Archive.open(db_path)
-    render = Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
-    options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
-    engine, _ = load_engine(render, archive, options, sampling)
-    return Session(archive, engine, render, options, sampling)
+    def __init__(self, db_path, sampling):
+        from chatdb.archive import Archive
+        from cli.console.model_loading import EngineOptions, load_engine
+
+        self.sampling = sampling
+        self.archive = Archive.open(db_path)
+        self.options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
+        self.engine, _ = load_engine(self._renderer(), self.archive, self.options, sampling)
+
+    def session(self):
+        from cli.console.session import Session
+
+        return Session(self.archive, self.engine, self._renderer(), self.options, self.sampling)
+
+    def close(self) -> None:
+        self.engine.close()
+        self.archive.close()
+
+    @staticmethod
+    def _renderer():
+        from cli.console.render import Renderer
+
+        return Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
+
+
+@pytest.fixture(scope="module")
+def shared_model(request, tmp_path_factory):
+    """A SharedModel for the module, sampling with its GREEDY settings."""
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    model = SharedModel(tmp_path_factory.mktemp(name) / "chatdb.db", request.module.GREEDY)
+    yield model
+    model.close()
 
 
 @pytest.fixture

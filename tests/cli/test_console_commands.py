@@ -1,25 +1,26 @@
 """Every slash command of the console, with its errors, on the real model and a real archive.
 
 The console runs in this process through its stdin mode (the same dispatch
-as at the prompt), on one session shared by the module: loading the model
-once keeps the suite fast. Each test starts its own conversation.
+as at the prompt). The module loads the model once, on one archive, and each
+test gets a session of its own on them (its conversation, settings, search
+hits); the test that swaps the model loads its own.
 """
 
 import io
 import os
 import signal
 import stat
-import time
 
 import pytest
 
 from chatdb.archive import Archive
+from chatdb.clock import now
 from cli.console import commands, stdin_mode
 from cli.console.render import Renderer
 from cli.console.session import Session
 from engine.sampling import SamplingSettings
 
-from .conftest import console_session
+from .conftest import SharedModel
 
 GREEDY = SamplingSettings(temperature=0, max_tokens=6, seed=1)
 
@@ -59,12 +60,18 @@ class Console:
         return errors[0]
 
 
-@pytest.fixture(scope="module")
-def console(tmp_path_factory):
-    db_path = tmp_path_factory.mktemp("console") / "chatdb.db"
-    session = console_session(db_path, GREEDY)
-    yield Console(session, db_path)
-    session.close()
+@pytest.fixture
+def console(shared_model):
+    return Console(shared_model.session(), shared_model.archive.db_path)
+
+
+@pytest.fixture
+def own_console(tmp_path):
+    """A console with its own archive and model, for a test that replaces the engine."""
+    model = SharedModel(tmp_path / "chatdb.db", GREEDY)
+    console = Console(model.session(), model.archive.db_path)
+    yield console
+    console.session.close()  # the engine it ends with, and the archive
 
 
 def new(console, first="Hello there", title=""):
@@ -151,7 +158,9 @@ def test_switch_by_number_id_and_title(console):
     assert console.session.conv_id == a
     console.ok(f"/switch #{b}\n")
     assert console.session.conv_id == b
-    time.sleep(0.01)  # updated_at has millisecond resolution
+    tick = now()
+    while now() == tick:  # updated_at has millisecond resolution: the next touch sorts later
+        pass
     out, err = console.ok("/switch alpha NOTES\n")
     assert console.session.conv_id == a
     assert "switched to" in err and "alpha question" in out
@@ -377,7 +386,8 @@ def test_model_shows_and_a_bad_path_keeps_the_current_one(console, tmp_path):
     assert console.path()[-1].role == "assistant"
 
 
-def test_model_switch_reloads_and_keeps_chatting(console):
+def test_model_switch_reloads_and_keeps_chatting(own_console):
+    console = own_console
     path = console.session.engine.model.path
     conv = new(console, "Before the switch")
     _, err = console.ok(f"/model {path}\nAfter the switch\n")
@@ -439,7 +449,6 @@ def test_ctrl_c_during_an_answer_keeps_the_partial_text(console):
     finally:
         out = session.render.out.getvalue()
         session.render = saved
-        console.ok("/set max_tokens=6\n")
     answer = console.path()[-1]
     assert answer.status == "interrupted"
     assert out.startswith(answer.content) and "[interrupted]" in out

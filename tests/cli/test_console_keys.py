@@ -22,52 +22,68 @@ from cli.console.completion import ConsoleCompleter
 from cli.console.history_file import ensure_private, history_path
 from engine.sampling import SamplingSettings
 
-from .conftest import console_session
-
 ENTER, ALT_ENTER, CTRL_C, CTRL_D, UP, CTRL_R, CTRL_U = "\r", "\x1b\r", "\x03", "\x04", "\x1b[A", "\x12", "\x15"
 GREEDY = SamplingSettings(temperature=0, max_tokens=4, seed=1)
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    db_path = tmp_path_factory.mktemp("keys") / "chatdb.db"
-    session = console_session(db_path, GREEDY)
-    yield session
-    session.close()
+@pytest.fixture
+def session(shared_model):
+    """A session of its own for each test, on the module's archive and model."""
+    return shared_model.session()
 
 
-def type_keys(session, *chunks: str, history=None) -> int:
-    """Run the prompt loop on keys (Ctrl-D appended: leave when they are used up).
+def type_keys(session, keys: str, *later, history=None) -> int:
+    """Run the prompt loop on `keys`, then Ctrl-D: leave when they are used up.
 
-    Chunks after the first come 0.2 s apart, as a person types: Tab completes
-    in the background, and keys already waiting would overtake its result.
+    `later`: (ready, keys) pairs, each sent once ready(buffer) holds for the
+    prompt's buffer (polled, with a deadline), as a person types on when they
+    see the screen change: Tab completes in the background, and keys already
+    waiting would overtake its result.
     """
     session.quitting = False
     session.render.out, session.render.err = io.StringIO(), io.StringIO()
+    prompts, stuck = [], []
+    made_by_app = app.make_prompts
+
+    def make_prompts(*args, **kwargs):  # the same prompts, seen by the sender
+        made = made_by_app(*args, **kwargs)
+        prompts.append(made[0])
+        return made
+
     with create_pipe_input() as pipe:
-        pipe.send_text(chunks[0] + ("" if len(chunks) > 1 else CTRL_D))
-        later = threading.Thread(target=_send_later, args=(pipe, [*chunks[1:], CTRL_D]))
-        if len(chunks) > 1:
-            later.start()
+        pipe.send_text(keys + ("" if later else CTRL_D))
+        sender = threading.Thread(target=_send_when_ready, args=(pipe, prompts, later, stuck))
+        if later:
+            sender.start()
         # A test whose keys leave the prompt waiting fails instead of hanging the suite.
         rescued = []
-        watchdog = threading.Timer(60, lambda: rescued.append(pipe.send_text(CTRL_C + CTRL_D)))
+        watchdog = threading.Timer(120, lambda: rescued.append(pipe.send_text(CTRL_C + CTRL_D)))
         watchdog.start()
+        app.make_prompts = make_prompts
         try:
             status = app.run(session, input=pipe, output=DummyOutput(),
                              history=history or InMemoryHistory())
         finally:
+            app.make_prompts = made_by_app
             watchdog.cancel()
-        if later.is_alive():
-            later.join()
-    assert not rescued, "the prompt was still waiting for keys after 60 s"
+        if sender.is_alive():
+            sender.join()
+    assert not stuck, f"the screen never got ready for {stuck[0]!r}"
+    assert not rescued, "the prompt was still waiting for keys after 120 s"
     return status
 
 
-def _send_later(pipe, chunks) -> None:
-    for chunk in chunks:
-        time.sleep(0.2)
-        pipe.send_text(chunk)
+def _send_when_ready(pipe, prompts, later, stuck) -> None:
+    for ready, keys in later:
+        deadline = time.monotonic() + 60
+        while not (prompts and ready(prompts[0].default_buffer)):
+            if time.monotonic() > deadline:
+                stuck.append(keys)
+                pipe.send_text(CTRL_C + CTRL_D)
+                return
+            time.sleep(0.01)  # polling, with the deadline above
+        pipe.send_text(keys)
+    pipe.send_text(CTRL_D)
 
 
 def sent(session) -> list[str]:
@@ -142,7 +158,9 @@ def test_tab_completes_commands_and_conversation_titles(session):
     type_keys(session, "Tabby question" + ENTER + "/rename Zanzibar trip" + ENTER)
     target = session.conv_id
     fresh(session)
-    type_keys(session, "/swi\t", " Zanz\t", ENTER)
+    type_keys(session, "/swi\t",
+              (lambda buffer: buffer.text.startswith("/switch"), " Zanz\t"),
+              (lambda buffer: "Zanzibar" in buffer.text, ENTER))
     assert session.conv_id == target
 
 
@@ -172,9 +190,10 @@ def test_ctrl_x_ctrl_e_writes_the_message_in_the_editor(session, tmp_path, monke
     monkeypatch.delenv("VISUAL", raising=False)
     monkeypatch.setenv("EDITOR", str(editor))
     fresh(session)
-    # Ctrl-X Ctrl-E: edit, then send. Ctrl-D comes later: while the editor runs,
-    # prompt_toolkit would take it as "delete a character" in the draft.
-    type_keys(session, "draft" + "\x18\x05", "", "")
+    # Ctrl-X Ctrl-E: edit, then send. Ctrl-D comes once it is answered: while the
+    # editor runs, prompt_toolkit would take it as "delete a character" in the draft.
+    answered = lambda buffer: "tokens" in session.render.err.getvalue()  # noqa: E731
+    type_keys(session, "draft" + "\x18\x05", (answered, ""))
     assert sent(session) == ["written in\nthe editor"]
 
 
