@@ -45,6 +45,8 @@ def make_dirs(directory: Path) -> None:
 
 def create(path: Path) -> bool:
     """Create `path` empty and private unless it exists; True if this call created it."""
+    if path.exists():  # not even a look at its directory (it may be read-only)
+        return False
     make_dirs(path.parent)
     try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
@@ -56,7 +58,8 @@ def create(path: Path) -> bool:
 def tighten(*paths: Path) -> list[Tightened]:
     """Take group and world permissions off those of `paths` that have them.
 
-    Files that do not exist, or that belong to someone else, are left alone.
+    Files that do not exist, that belong to someone else or that sit on a
+    read-only file system are left alone.
     """
     changed = []
     for path in paths:
@@ -65,7 +68,7 @@ def tighten(*paths: Path) -> list[Tightened]:
             if mode & OTHERS:
                 os.chmod(path, mode & ~OTHERS)
                 changed.append(Tightened(Path(path), mode))
-        except (FileNotFoundError, PermissionError):
+        except OSError:  # gone, not ours (EPERM), read-only (EROFS): nothing to do
             continue
     return changed
 
