@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# A chatdb process that runs longer has hung. Generous: on a loaded 2-core
+# machine one `ask` took over 60 s (11 s of it on the CPU); under the 300 s
+# every test has.
+PROCESS_TIMEOUT = 240
 
 
 class SharedModel:
@@ -97,7 +101,7 @@ class Chatdb:
     def __call__(self, *args, db=True, input=None, env=None) -> Result:
         done = subprocess.run(self.argv(*args, db=db), cwd=self.cwd, env={**self.env, **(env or {})},
                               input=input, capture_output=True,
-                              text=not isinstance(input, bytes), timeout=60)
+                              text=not isinstance(input, bytes), timeout=PROCESS_TIMEOUT)
         return Result(done.returncode, done.stdout, done.stderr)
 
 
