@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # A chatdb process that runs longer has hung. Generous: on a loaded 2-core
-# machine one `ask` took over 60 s (11 s of it on the CPU); under the 300 s
+# machine one `ask` took over 60 s (11 s of it on the CPU); under the 900 s
 # every test has.
 PROCESS_TIMEOUT = 240
 

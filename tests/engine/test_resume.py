@@ -226,7 +226,7 @@ def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_
     assert result.text == fresh.reply(archive.latest_conversation().id, SECOND).text
 
 
-@pytest.mark.timeout(180)  # a close that waited forever on the restore would hang here
+@pytest.mark.timeout(600)  # a close that waited forever on the restore would hang here
 def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, open_engine):
     db, _ = _first_turn_and_a_clean_copy(tmp_path)
     before = set(threading.enumerate())
