@@ -17,6 +17,8 @@ import pytest
 
 from chatdb.archive import Archive
 
+from .conftest import PROCESS_TIMEOUT
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Become a session leader with the pty as controlling terminal, then run chatdb.
@@ -46,7 +48,7 @@ class Terminal:
                 return
             self.screen += data.decode(errors="replace")
 
-    def wait_for(self, pattern: str, timeout: float = 60) -> str:
+    def wait_for(self, pattern: str, timeout: float = PROCESS_TIMEOUT) -> str:
         """Wait until `pattern` (a regex) shows after what was already waited for."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -60,7 +62,7 @@ class Terminal:
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
 
-    def close(self, timeout: float = 60) -> int:
+    def close(self, timeout: float = PROCESS_TIMEOUT) -> int:
         status = self.proc.wait(timeout=timeout)
         os.close(self.master)
         return status
