@@ -405,6 +405,8 @@ def test_stats_has_the_session_figures(console):
                   "p95", "KV restored from memory", "KV restored from archive", "archive",
                   "KV stored", "backend", "CPU"):
         assert label in out, label
+    threads = next(line for line in out.splitlines() if line.lstrip().startswith("threads"))
+    assert " thread" in threads.split("threads", 1)[1] and "cores" in threads  # count and why
     assert "takes no arguments" in console.error("/stats now\n")
 
 
