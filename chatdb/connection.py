@@ -5,7 +5,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import private_files
+from . import content_hash, private_files
 from .errors import ChatdbError, SchemaError
 from .migrate import Migration, apply, available, pending
 
@@ -67,6 +67,7 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
 def _open(target: str, uri: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri)
     conn.row_factory = sqlite3.Row
+    content_hash.register(conn)  # the schema's triggers call it
     try:
         for pragma in PRAGMAS:
             conn.execute(pragma)

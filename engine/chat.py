@@ -178,13 +178,15 @@ class Engine:
                             progress, user_message_id=message.id)
 
     def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
-               sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
-        """Answer an existing message (regenerate, or after an edit) as a new branch."""
+               sampling: "SamplingSettings | None" = None, progress=None,
+               stop: "list[str] | None" = None) -> TurnResult:
+        """Answer an existing message (regenerate, or after an edit) as a new branch;
+        `stop` strings end the answer where one appears (not part of it)."""
         self.prefetch.wait(self.warn)
         started = time.perf_counter()
         path = self.archive.path(message_id)
         return self._answer(conv_id, path, started, on_text, cancelled, sampling or self.sampling,
-                            progress, user_message_id=None)
+                            progress, user_message_id=None, stop=stop)
 
     def _room(self, settings: SamplingSettings) -> int:
         """Context tokens a prompt may take: the rest is kept for the answer (at most a quarter)."""
@@ -201,7 +203,7 @@ class Engine:
                 f"fit the context of {self.model.n_ctx} tokens (room for {room - floor})")
 
     def _answer(self, conv_id, path, started, on_text, cancelled, settings, progress,
-                user_message_id) -> TurnResult:
+                user_message_id, stop=None) -> TurnResult:
         self.tuning.before_turn()
         tokens = self.prompts.path_tokens(path)
         opening = self.prompts.generation_tokens(path)
@@ -219,10 +221,11 @@ class Engine:
             # A fresh policy per answer: the same prompt and seed give the same batches.
             policy = DraftPolicy(self.tuning.costs().verify_cost)
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
-                           cancelled, drafter, policy, self.tuning.clock)
+                           cancelled, drafter, policy, self.tuning.clock, stop)
         self.tuning.after_turn(gen.timings)
+        # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
         message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
-                                       exact=not window.left_out)
+                                       exact=not window.left_out and not gen.stopped_by_text)
         if not window.left_out:
             self._store_kv(path, tokens, message_id)
         end = time.perf_counter()

@@ -21,6 +21,7 @@ from .draft_policy import DraftPolicy
 from .kvcache import KVCache
 from .model import Model
 from .sampling import Sampler
+from .stops import StopText
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Generation:
     accepted: int = 0
     target_forwards: int = 0
     timings: list = field(default_factory=list)   # (rows, cells, ms) of each forward pass
+    stopped_by_text: bool = False   # ended at a stop string: text and tokens differ
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -46,9 +48,10 @@ class Generation:
 class Stream:
     """Collects sampled tokens and streams their text; says when to stop."""
 
-    def __init__(self, model: Model, max_tokens: int, on_text, cancelled):
+    def __init__(self, model: Model, max_tokens: int, on_text, cancelled, stop=None):
         self.model, self.max_tokens = model, max_tokens
         self.on_text, self.cancelled = on_text, cancelled
+        self.stop = StopText(stop)
         self.out = Generation()
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.pieces: list[str] = []
@@ -63,7 +66,10 @@ class Stream:
         if self.model.is_eog(token):
             out.finish = "stop"
             return True
-        self._text(self.utf8.decode(self.model.piece(token)))
+        self._text(self.stop.feed(self.utf8.decode(self.model.piece(token))))
+        if self.stop.hit:
+            out.finish, out.stopped_by_text = "stop", True
+            return True
         if len(out.tokens) >= self.max_tokens:
             out.finish = "length"
             return True
@@ -79,17 +85,19 @@ class Stream:
                 self.on_text(text)
 
     def close(self) -> Generation:
-        self._text(self.utf8.decode(b"", final=True))
+        if not self.stop.hit:
+            self._text(self.stop.feed(self.utf8.decode(b"", final=True)))
+            self._text(self.stop.flush())
         self.out.text = "".join(self.pieces)
         return self.out
 
 
 def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
              on_text=None, cancelled=None, drafter=None, policy: "DraftPolicy | None" = None,
-             clock=time.perf_counter) -> Generation:
+             clock=time.perf_counter, stop=None) -> Generation:
     """Generate after the live context (whose last token's logits are ready); `clock`
-    times each forward pass (Generation.timings)."""
-    stream = Stream(model, max_tokens, on_text, cancelled)
+    times each forward pass (Generation.timings); `stop` strings end the answer."""
+    stream = Stream(model, max_tokens, on_text, cancelled, stop)
     if max_tokens <= 0 or (cancelled is not None and cancelled()):
         stream.out.finish = "cancelled" if max_tokens > 0 else "length"
         return stream.close()

@@ -1,0 +1,101 @@
+"""Placing a client's message list in the tree: reuse the longest stored path, add the rest.
+
+OpenAI-style clients resend the whole conversation with every request. The
+longest stored path whose roles and contents equal the request's, in order,
+is found with one indexed query over content hashes; only the messages
+after it are added, so a resend adds its new messages and a request that
+differs at message k branches there, as an edit does in the console.
+"""
+
+import json
+from dataclasses import dataclass
+
+from .content_hash import content_hash
+from .records import Message
+
+# The chains of stored messages equal (by hash) to the request's first
+# messages, from a root down; the deepest wins, the newest among equals.
+LONGEST_MATCH = """
+WITH RECURSIVE wanted(i, h) AS (
+    SELECT CAST(key AS INTEGER), value FROM json_each(:hashes)
+),
+chain(id, i) AS (
+    SELECT m.id, 0 FROM messages m
+    WHERE m.content_hash = (SELECT h FROM wanted WHERE i = 0) AND m.parent_id IS NULL
+    UNION ALL
+    SELECT m.id, chain.i + 1 FROM chain
+    JOIN wanted w ON w.i = chain.i + 1
+    JOIN messages m ON m.content_hash = w.h AND m.parent_id = chain.id
+)
+SELECT id FROM chain ORDER BY i DESC, id DESC LIMIT 1"""
+
+# A conversation whose head is this message: the request continues it.
+CONTINUED_BY = """
+SELECT id FROM conversations WHERE head_id = ? ORDER BY updated_at DESC, id DESC LIMIT 1"""
+
+
+@dataclass
+class Placement:
+    conversation_id: int
+    path: list[Message]       # root to the request's last message
+    reused: int               # messages of the request already stored
+    created: bool             # a new conversation was started
+
+
+def longest_match(archive, messages: list[tuple[str, str]]) -> list[Message]:
+    """The stored path (root first) equal to the longest prefix of `messages`."""
+    if not messages:
+        return []
+    hashes = json.dumps([content_hash(role, content) for role, content in messages])
+    row = archive.conn.execute(LONGEST_MATCH, {"hashes": hashes}).fetchone()
+    if row is None:
+        return []
+    path = archive.path(row[0])
+    for i, message in enumerate(path):  # a hash collision must not join two texts
+        if (message.role, message.content) != messages[i]:
+            return path[:i]
+    return path
+
+
+def place(archive, messages: list[tuple[str, str]], title: str, meta: dict) -> Placement:
+    """Store what the archive lacks of `messages`; one transaction.
+
+    The new messages go to the conversation whose head the match ends at;
+    else to the conversation that wrote the last matched message, as a new
+    branch (its head moves there, as after an edit); a match holding no
+    user message (a shared system prompt) starts a new conversation.
+    """
+    with archive.transaction():
+        path = longest_match(archive, messages)
+        conv_id, created = _conversation_for(archive, path, title, meta)
+        reused = len(path)
+        parent = path[-1].id if path else None
+        for role, content in messages[reused:]:
+            if parent is None and role == "system":
+                message = _system_root(archive, conv_id, content)
+            else:
+                message = archive.add_message(conv_id, role, content, parent_id=parent)
+            path.append(message)
+            parent = message.id
+        if reused == len(messages):
+            archive.set_head(conv_id, parent)  # a resend answered again: a sibling answer
+    return Placement(conv_id, path, reused, created)
+
+
+def _conversation_for(archive, path: list[Message], title: str, meta: dict) -> "tuple[int, bool]":
+    if path and any(m.role == "user" for m in path):
+        row = archive.conn.execute(CONTINUED_BY, (path[-1].id,)).fetchone()
+        if row is not None:
+            return row[0], False
+        owner = path[-1].conversation_id
+        if owner is not None:
+            return owner, False
+    system = path[0].content if path and path[0].role == "system" else None
+    conv = archive.create_conversation(title, system_prompt=system,
+                                       head_id=path[-1].id if path else None, meta=meta)
+    return conv.id, True
+
+
+def _system_root(archive, conv_id: int, content: str) -> Message:
+    archive.set_system_prompt(conv_id, content)
+    return archive.add_message(conv_id, "system", content, parent_id=None)

@@ -1,0 +1,86 @@
+"""`chatdb serve`: an OpenAI-compatible HTTP server whose chats live in the archive."""
+
+import ipaddress
+import os
+
+from .. import output
+from .model_options import sampling_from
+from .options import add_command, db_path, positive_int
+
+DESCRIPTION = """\
+Serve the OpenAI chat API (POST /v1/chat/completions, streaming or not;
+GET /v1/models; GET /health) from the archive. Each request's messages are
+matched against the stored conversations: the longest stored path with the
+same messages is reused (its KV restored, not recomputed) and only what
+follows is added, so clients that resend the whole chat cost only their new
+message, after a restart too. The chats appear in `chatdb list`.
+
+Binds 127.0.0.1 unless --host says otherwise; another address needs an API
+key (--api-key or $CHATDB_API_KEY), or --allow-no-key."""
+
+MAX_BODY = 4 << 20
+
+
+def register(subparsers) -> None:
+    parser = add_command(subparsers, "serve", run, help="serve the OpenAI chat API",
+                         description=DESCRIPTION, json_help=None)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    parser.add_argument("--model", metavar="PATH",
+                        help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
+    parser.add_argument("--ctx", type=positive_int, metavar="N", help="context size in tokens")
+    parser.add_argument("--parallel", type=positive_int, metavar="N",
+                        help="requests answered at once (default: from the hardware)")
+    parser.add_argument("--queue", type=int, metavar="N",
+                        help="requests that may wait for a slot; more get 503 (default 4 x parallel)")
+    parser.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' "
+                        "(default: $CHATDB_API_KEY)")
+    parser.add_argument("--allow-no-key", action="store_true",
+                        help="bind an address other than loopback without an API key")
+    parser.add_argument("--max-body", type=positive_int, default=MAX_BODY, metavar="BYTES",
+                        help=f"largest request body (default {MAX_BODY})")
+    parser.add_argument("--max-tokens", type=positive_int, metavar="N",
+                        help="longest answer when a request does not say")
+    parser.add_argument("--temperature", type=float, metavar="T",
+                        help="temperature when a request does not say")
+    parser.add_argument("--no-kv", action="store_true",
+                        help="neither restore nor store KV state in the archive")
+    parser.set_defaults(top_k=None, top_p=None, min_p=None, repeat_penalty=None, seed=None)
+
+
+def run(args) -> int:
+    api_key = args.api_key or os.environ.get("CHATDB_API_KEY") or None
+    if not api_key and not _loopback(args.host) and not args.allow_no_key:
+        output.error(f"--host {args.host} is reachable from other machines: give --api-key "
+                     "(or $CHATDB_API_KEY), or --allow-no-key to serve it without one")
+        return 2
+    if args.queue is not None and args.queue < 0:
+        output.error("--queue must be 0 or more")
+        return 2
+    from server.run import Listen, bind, model_name, serve  # loads Starlette and uvicorn
+    from server.app import ServerConfig
+    from engine.serving import open_turns
+
+    sock = bind(Listen(args.host, args.port))
+    try:
+        turns, parallel, path = open_turns(db_path(args), args.model, n_ctx=args.ctx,
+                                           use_kv=not args.no_kv, parallel=args.parallel,
+                                           queue=args.queue, warn=output.warning)
+    except BaseException:
+        sock.close()
+        raise
+    config = ServerConfig(model_name(path), sampling_from(args), api_key, args.max_body, parallel)
+    try:
+        serve(sock, turns, config)
+    finally:
+        turns.close()
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,1 @@
+"""chatdb's OpenAI-compatible HTTP front-end (Starlette on uvicorn)."""

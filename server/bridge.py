@@ -1,0 +1,75 @@
+"""From an async request handler to the engine's thread and back.
+
+A Ticket carries one turn: the engine's callbacks (on its thread) put
+events on an asyncio queue through the event loop, and the handler reads
+them. Cancelling the ticket (the client went away) stops the answer at its
+next token; what was written is kept, marked interrupted.
+"""
+
+import asyncio
+
+from engine.errors import EngineError, PromptTooLong
+from engine.turns import Turn
+
+from .errors import APIError
+
+
+class Ticket:
+    def __init__(self, turn: Turn):
+        self.turn = turn
+        self.events: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        put = lambda kind, value: loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))  # noqa: E731
+        turn.on_text = lambda text: put("text", text)
+        turn.on_done = lambda outcome: put("done", outcome)
+        turn.on_error = lambda exc: put("error", exc)
+
+    def cancel(self) -> None:
+        self.turn.cancelled.set()
+
+    async def next(self):
+        """("text", str), ("done", TurnOutcome), or raises the turn's failure as an APIError."""
+        kind, value = await self.events.get()
+        if kind == "error":
+            raise as_api_error(value)
+        return kind, value
+
+
+def submit(turns, turn: Turn) -> Ticket:
+    ticket = Ticket(turn)
+    if not turns.submit(turn):
+        raise APIError(503, "the server is busy: every slot and queue place is taken; retry shortly",
+                       type="server_error", code="server_busy", headers={"retry-after": "1"})
+    return ticket
+
+
+def as_api_error(exc: Exception) -> APIError:
+    if isinstance(exc, APIError):
+        return exc
+    if isinstance(exc, PromptTooLong):
+        return APIError(400, str(exc), param="messages", code="context_length_exceeded")
+    if isinstance(exc, EngineError):
+        return APIError(500, str(exc), type="server_error", code="engine_error")
+    return APIError(500, f"internal error ({type(exc).__name__})",
+                    type="server_error", code="internal_error")
+
+
+async def until_disconnect(receive) -> None:
+    """Returns when the client has gone (after the body was read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def first_or_disconnect(ticket: Ticket, receive):
+    """The ticket's next event, or None (and the turn cancelled) if the client goes first."""
+    event = asyncio.ensure_future(ticket.next())
+    gone = asyncio.ensure_future(until_disconnect(receive))
+    try:
+        await asyncio.wait({event, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if event.done():
+        return event.result()
+    ticket.cancel()
+    event.cancel()
+    return None
