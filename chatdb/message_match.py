@@ -71,10 +71,7 @@ def place(archive, messages: list[tuple[str, str]], title: str, meta: dict) -> P
         reused = len(path)
         parent = path[-1].id if path else None
         for role, content in messages[reused:]:
-            if parent is None and role == "system":
-                message = _system_root(archive, conv_id, content)
-            else:
-                message = archive.add_message(conv_id, role, content, parent_id=parent)
+            message = archive.add_message(conv_id, role, content, parent_id=parent)
             path.append(message)
             parent = message.id
         if reused == len(messages):
@@ -90,12 +87,6 @@ def _conversation_for(archive, path: list[Message], title: str, meta: dict) -> "
         owner = path[-1].conversation_id
         if owner is not None:
             return owner, False
-    system = path[0].content if path and path[0].role == "system" else None
-    conv = archive.create_conversation(title, system_prompt=system,
-                                       head_id=path[-1].id if path else None, meta=meta)
+    # Its system prompt is its path's root (a shared one is not copied).
+    conv = archive.create_conversation(title, head_id=path[-1].id if path else None, meta=meta)
     return conv.id, True
-
-
-def _system_root(archive, conv_id: int, content: str) -> Message:
-    archive.set_system_prompt(conv_id, content)
-    return archive.add_message(conv_id, "system", content, parent_id=None)

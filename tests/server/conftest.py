@@ -21,7 +21,7 @@ READY = re.compile(r"serving .* on (http://[^ ]+/v1)")
 class Server:
     """`chatdb serve --port 0` in its own process; `base` is its /v1 URL once ready."""
 
-    def __init__(self, db: Path, *args, env=None, timeout: float = 120):
+    def __init__(self, db: Path, *args, env=None, timeout: float = 300):
         self.db = db
         inherited = {k: v for k, v in os.environ.items() if k != "CHATDB_API_KEY"}
         self.env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
@@ -55,7 +55,7 @@ class Server:
         self.proc.kill()
         raise AssertionError(f"chatdb serve not ready in {timeout} s: {''.join(self.stderr)}")
 
-    def post(self, path: str, body=None, *, content=None, headers=None, timeout=120) -> httpx.Response:
+    def post(self, path: str, body=None, *, content=None, headers=None, timeout=600) -> httpx.Response:
         return httpx.post(self.root + path, json=body, content=content, headers=headers,
                           timeout=timeout)
 
@@ -96,12 +96,12 @@ def chatdb_json(db: Path, *args):
     """The JSON a `chatdb ... --json` command prints for the archive."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "cli.main", *map(str, args), "--db", str(db), "--json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-def wait_until(check, timeout: float = 60, interval: float = 0.1):
+def wait_until(check, timeout: float = 300, interval: float = 0.1):
     """Poll `check()` until it returns something true, or fail at the deadline."""
     deadline = time.monotonic() + timeout
     while True:

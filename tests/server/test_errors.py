@@ -39,8 +39,8 @@ def error_of(response, status):
 def test_a_missing_or_wrong_key_is_401(keyed):
     assert error_of(keyed.post("/v1/chat/completions", OK_BODY), 401)["type"] == "authentication_error"
     error_of(keyed.post("/v1/chat/completions", OK_BODY, headers=auth("s3cret-kez")), 401)
-    error_of(httpx.get(keyed.root + "/v1/models", timeout=30), 401)
-    assert httpx.get(keyed.root + "/v1/models", headers=auth(), timeout=30).status_code == 200
+    error_of(httpx.get(keyed.root + "/v1/models", timeout=120), 401)
+    assert httpx.get(keyed.root + "/v1/models", headers=auth(), timeout=120).status_code == 200
     assert keyed.post("/v1/chat/completions", OK_BODY, headers=auth()).status_code == 200
 
 
@@ -78,13 +78,13 @@ def test_an_oversized_body_is_413(keyed):
     def chunks():  # no Content-Length: the limit holds while the body is read
         yield json.dumps(big).encode()
     response = httpx.post(keyed.root + "/v1/chat/completions", content=chunks(),
-                          headers=auth(), timeout=30)
+                          headers=auth(), timeout=120)
     error_of(response, 413)
 
 
 def test_unknown_routes_are_openai_shaped(keyed):
-    error_of(httpx.get(keyed.root + "/v1/nothing", headers=auth(), timeout=30), 404)
-    error_of(httpx.get(keyed.root + "/v1/chat/completions", headers=auth(), timeout=30), 405)
+    error_of(httpx.get(keyed.root + "/v1/nothing", headers=auth(), timeout=120), 404)
+    error_of(httpx.get(keyed.root + "/v1/chat/completions", headers=auth(), timeout=120), 405)
 
 
 def test_the_archive_is_private(keyed):
@@ -95,7 +95,7 @@ def test_a_full_queue_is_503_with_retry_after(start_server):
     server = start_server("--parallel", "1", "--queue", "0")
     long = {**OK_BODY, "messages": [{"role": "user", "content": "Count from one to one hundred."}],
             "max_tokens": 400, "stream": True}
-    with httpx.stream("POST", server.root + "/v1/chat/completions", json=long, timeout=120) as held:
+    with httpx.stream("POST", server.root + "/v1/chat/completions", json=long, timeout=600) as held:
         assert held.status_code == 200
         next(held.iter_lines())                     # the first token: the slot is busy
         refused = server.post("/v1/chat/completions", OK_BODY)
@@ -107,7 +107,7 @@ def test_another_address_without_a_key_is_refused(db_path):
     env = {k: v for k, v in os.environ.items() if k != "CHATDB_API_KEY"}
     done = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--host", "0.0.0.0",
                            "--db", str(db_path)], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 2
     assert done.stderr.startswith("chatdb: error: --host 0.0.0.0") and len(done.stderr.splitlines()) == 1
     assert not db_path.exists()

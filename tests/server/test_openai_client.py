@@ -16,7 +16,7 @@ MESSAGES = [{"role": "system", "content": "You are brief."},
 
 def client(server, **kw) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.base, api_key=kw.pop("api_key", "unused"), max_retries=0,
-                         timeout=120, **kw)
+                         timeout=600, **kw)
 
 
 def test_openai_stream_and_not_give_the_same_greedy_answer(start_server, db_path):
@@ -72,9 +72,9 @@ def test_llm_with_an_openai_compatible_model(start_server, db_path, tmp_path):
     env = {**os.environ, "LLM_USER_PATH": str(home), "PYTHONPATH": str(ROOT)}
     llm = [sys.executable, "-m", "llm"]
     subprocess.run(llm + ["keys", "set", "chatdb", "--value", "unused"], env=env, check=True,
-                   capture_output=True, timeout=60)
+                   capture_output=True, timeout=240)
     done = subprocess.run(llm + ["-m", "chatdb", "-o", "temperature", "0", "-o", "max_tokens", "16",
-                                 "Name a fruit."], env=env, capture_output=True, text=True, timeout=120)
+                                 "Name a fruit."], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
     (conv,) = chatdb_json(db_path, "list")
