@@ -70,7 +70,7 @@ class Engine:
     def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
                  warn=None, draft: str = "auto", draft_model=None, kv_mode: str = "auto",
-                 tuning: "Tuning | None" = None):
+                 tuning: "Tuning | None" = None, early: "EarlyRead | None" = None):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()
@@ -87,7 +87,8 @@ class Engine:
         self.decoder = Decoder(model)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
         self.cache = KVCache(model, self.decoder, archive, self.fingerprint, self.layout,
-                             use_archive=use_kv, warn=self.warn)
+                             use_archive=use_kv, warn=self.warn,
+                             early=early.take(self.fingerprint) if early is not None else None)
         self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \
             if use_kv and archive.db_path else None
         self.draft_mode = resolve_mode(draft, draft_model is not None)
@@ -119,14 +120,11 @@ class Engine:
             early = EarlyRead(archive.db_path, resume, expected)
         model = Model(str(path), chosen.config)
         try:
-            engine = cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
-                         draft, draft_model, kv_mode, Tuning(tuner, report))
+            return cls(archive, model, report, chosen.offload, use_kv, sampling, warn,
+                       draft, draft_model, kv_mode, Tuning(tuner, report), early)
         except Exception:
             model.close()
             raise
-        if early is not None:
-            engine.cache.early = early.take(engine.fingerprint)
-        return engine
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

@@ -78,14 +78,17 @@ class MemoryStates:
 
 class KVCache:
     def __init__(self, model: Model, decoder: Decoder, archive: Archive, fingerprint: str,
-                 layout: "kvlayout.Layout | None", use_archive: bool, warn=None):
+                 layout: "kvlayout.Layout | None", use_archive: bool, warn=None,
+                 early: "dict | None" = None):
         self.model, self.decoder, self.archive = model, decoder, archive
         self.fingerprint, self.layout, self.use_archive = fingerprint, layout, use_archive
         self.warn = warn or (lambda message: None)
         self.live = np.zeros(0, np.int32)   # the tokens whose KV sequence 0 holds
         self.memory = MemoryStates()
         self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used
-        self.early: dict = {}   # message id -> Future of its decoded planes (prefetch.EarlyRead)
+        # message id -> Future of its decoded planes, read while the model loaded
+        # (prefetch.EarlyRead); used by the first restore only
+        self.early: dict = early or {}
         self._warned: set[str] = set()
 
     def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None) -> Acquired:
