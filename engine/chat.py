@@ -150,11 +150,7 @@ class Engine:
         if sum(tokens.lengths) > self._room(self.sampling) - len(prompts.generation_tokens(path)):
             return
         for cache in [self.cache] + ([self.draft.cache] if self.draft else []):
-            cache.warn, quiet = warn, cache.warn  # nothing printed from this thread
-            try:
-                cache.warm(tokens, archive)
-            finally:
-                cache.warn = quiet
+            cache.warm(tokens, archive, warn)  # warn collects: nothing is printed from this thread
 
     # -- turns -------------------------------------------------------------------
 

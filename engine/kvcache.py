@@ -95,7 +95,7 @@ class KVCache:
         """Make sequence 0 hold the KV of `target` (logits ready for its last token)."""
         started = time.perf_counter()
         # The last token is always computed, for its logits.
-        source, n = self._restore(target, path, self.archive, limit=len(target) - 1)
+        source, n = self._restore(target, path, self.archive, limit=len(target) - 1, warn=self.warn)
         restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
         ahead = source == "live" and self.ahead is not None and n > 0
         if ahead:  # restored while the user typed: say where from, and how long it took
@@ -107,22 +107,25 @@ class KVCache:
         self.live = target.copy()
         return Acquired(n, source, len(computed), restore_ms, (time.perf_counter() - t) * 1000, ahead)
 
-    def warm(self, path: PathTokens, archive: Archive) -> None:
+    def warm(self, path: PathTokens, archive: Archive, warn) -> None:
         """Restore as much of `path` as any source holds, computing nothing.
 
-        Runs ahead of a turn (Engine.prepare), on its own archive connection.
+        Runs ahead of a turn (Engine.prepare), on its own archive connection;
+        problems go to `warn`, that thread's own.
         """
         started = time.perf_counter()
-        source, n = self._restore(path.flat(), path, archive, limit=path.ends()[-1] if path.arrays else 0)
+        source, n = self._restore(path.flat(), path, archive,
+                                  limit=path.ends()[-1] if path.arrays else 0, warn=warn)
         ms = (time.perf_counter() - started) * 1000
         self.ahead = (source, ms) if source in ("memory", "archive") else None
 
     def _restore(self, target: np.ndarray, path: "PathTokens | None", archive: Archive,
-                 limit: int) -> "tuple[str, int]":
+                 limit: int, warn) -> "tuple[str, int]":
         """Load the best source's KV for up to `limit` tokens of `target`: (source, tokens held)."""
         live_n = common_prefix(self.live, target)
         mem_n, mem_key = self.memory.best(target)
-        arch = self._archive_point(path, archive) if path is not None and self.use_archive else None
+        arch = (self._archive_point(path, archive, warn) if path is not None and self.use_archive
+                else None)
         arch_n = arch[0] if arch else 0
         source, n = "live", min(live_n, limit)
         if min(mem_n, limit) > n:
@@ -132,8 +135,8 @@ class KVCache:
         if len(self.live) - (n if source == "live" else 0) >= MIN_STASH_TOKENS:
             self._stash()  # about to drop much of the live state: keep it for a switch back
         if source != "live":
-            loaded = (self._load(self.memory.take(mem_key)) if source == "memory"
-                      else self._load_archive(archive, *arch[1:]))
+            loaded = (self._load(self.memory.take(mem_key), warn) if source == "memory"
+                      else self._load_archive(archive, *arch[1:], warn))
             if not loaded:
                 source, n = "none", 0
         if source == "live" and n == 0:
@@ -160,33 +163,33 @@ class KVCache:
 
     # -- sources ---------------------------------------------------------------
 
-    def _archive_point(self, path: PathTokens, archive: Archive):
+    def _archive_point(self, path: PathTokens, archive: Archive, warn):
         """(tokens restorable, message id, kind) for the deepest stored point on the path."""
         if not path.stable or not path.message_ids:
             return None
         point = archive.kv.deepest_restorable(path.message_ids[-1], self.fingerprint)
         if point is None:
-            self._check_foreign(archive, path.message_ids[0])
+            self._check_foreign(archive, path.message_ids[0], warn)
             return None
         index = path.message_ids.index(point.message_id)
         return path.ends()[index], point.message_id, point.kind
 
-    def _check_foreign(self, archive: Archive, message_id: int) -> None:
+    def _check_foreign(self, archive: Archive, message_id: int, warn) -> None:
         others = archive.kv.fingerprints_for(message_id)
         if others and self.fingerprint not in others and "foreign" not in self._warned:
             self._warned.add("foreign")
-            self.warn("stored KV state was made by another model or configuration; recomputing")
+            warn("stored KV state was made by another model or configuration; recomputing")
 
-    def _load_archive(self, archive: Archive, message_id: int, kind: str) -> bool:
+    def _load_archive(self, archive: Archive, message_id: int, kind: str, warn) -> bool:
         try:
             if kind == "snapshot":
                 state = archive.kv.get(message_id, self.fingerprint, "snapshot").decode()
             else:
                 state = self._assemble(archive, message_id)
         except (CorruptKV, kvlayout.LayoutMismatch) as exc:
-            self._report_corrupt(message_id, exc)
+            self._report_corrupt(exc, warn)
             return False
-        return self._load(state)
+        return self._load(state, warn)
 
     def _assemble(self, archive: Archive, message_id: int) -> np.ndarray:
         """The path's state: segments read here, decoded and placed by the pool meanwhile."""
@@ -220,15 +223,15 @@ class KVCache:
             archive.kv.delete(message_id, self.fingerprint, "rows")
             archive.kv.delete(message_id, self.fingerprint, "snapshot")
 
-    def _report_corrupt(self, message_id: int, exc: Exception) -> None:
+    def _report_corrupt(self, exc: Exception, warn) -> None:
         if "corrupt" not in self._warned:
             self._warned.add("corrupt")
-            self.warn(f"stored KV state is damaged ({exc}); recomputing")
+            warn(f"stored KV state is damaged ({exc}); recomputing")
 
-    def _load(self, state) -> bool:
+    def _load(self, state, warn) -> bool:
         ok = self.model.set_state(state)
         if not ok:
-            self._report_corrupt(-1, Exception("llama.cpp refused the state"))
+            self._report_corrupt(Exception("llama.cpp refused the state"), warn)
         return ok
 
     def _stash(self) -> None:
