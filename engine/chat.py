@@ -25,7 +25,7 @@ from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
 from .gguf_header import read_facts
-from .kvcache import KVCache
+from .kvcache import Acquired, KVCache
 from .kvwriter import KVWriter, StoreJob
 from .layout_check import check_layout
 from .model import Model
@@ -208,7 +208,7 @@ class Engine:
         prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
         acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
                                       progress)
-        drafter = self._drafter(prompt, None if window.left_out else window.tokens)
+        drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
         with Sampler(settings, self.model.n_vocab) as sampler:
             if settings.repeat_penalty != 1.0:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
@@ -234,21 +234,21 @@ class Engine:
             decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
             total_ms=round((end - started) * 1000, 2), left_out_messages=window.left_out,
             restored_ahead=acquired.ahead,
-            warnings=list(self.warnings), speculative=self._speculative(gen, policy))
+            warnings=list(self.warnings), speculative=self._speculative(gen, policy, draft_kv))
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
-        self._draft_kv = None
-        if self.draft is not None:  # restores the draft model's KV too
-            self._draft_kv = self.draft.cache.acquire(prompt, path)
-        return make_drafter(self.draft_mode, prompt.tolist(), self.draft)
+        """(the drafter for this answer, how the draft model's KV was obtained or None)."""
+        # The draft model's KV is restored too, like the target's.
+        draft_kv = self.draft.cache.acquire(prompt, path) if self.draft is not None else None
+        return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
 
-    def _speculative(self, gen: Generation, policy: DraftPolicy) -> dict:
+    def _speculative(self, gen: Generation, policy: DraftPolicy, draft_kv: "Acquired | None") -> dict:
         figures = {"mode": self.draft_mode, "drafted": gen.drafted, "accepted": gen.accepted,
                    "acceptance_rate": round(gen.accepted / gen.drafted, 3) if gen.drafted else None,
                    "target_forwards": gen.target_forwards, "draft_length": policy.best()[0]}
-        if self._draft_kv is not None:
-            figures["draft_kv"] = {"restored_tokens": self._draft_kv.restored_tokens,
-                                   "source": self._draft_kv.source}
+        if draft_kv is not None:
+            figures["draft_kv"] = {"restored_tokens": draft_kv.restored_tokens,
+                                   "source": draft_kv.source}
         return figures
 
     def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
