@@ -275,7 +275,7 @@ class Engine:
             return  # the context does not hold exactly this path
         self._submit(self.model, self.kv_mode, self.fingerprint, full)
         if self.draft is not None:
-            self.draft.sync(tokens)
+            self.draft.cache.follow(tokens)
             self._submit(self.draft.model, self.draft.kv_mode, self.draft.fingerprint, full)
 
     def _submit(self, model: Model, mode: str, fingerprint: str, full: PathTokens) -> None:

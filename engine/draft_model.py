@@ -11,7 +11,7 @@ from chatdb.archive import Archive
 
 from .decode import Decoder
 from .fingerprint import file_fingerprint, kv_config_fingerprint
-from .kvcache import KVCache, common_prefix
+from .kvcache import KVCache
 from .layout_check import check_layout
 from .model import ContextConfig, Model
 from .model_path import resolve_model_path
@@ -37,17 +37,9 @@ class DraftModel:
                              use_archive=use_archive, warn=warn)
         self.sampler = Sampler(SamplingSettings(temperature=0))
 
-    def sync(self, context: np.ndarray) -> None:
-        """Hold the KV of `context`, computing only what differs from what is held."""
-        cache = self.cache
-        n = min(common_prefix(cache.live, context), len(context) - 1)
-        self.model.forget_from(n)
-        cache.live = cache.live[:n]
-        cache.extend(context[n:])
-
     def propose(self, context: list[int], k: int) -> list[int]:
         """k greedy guesses after `context`."""
-        self.sync(np.asarray(context, np.int32))
+        self.cache.follow(np.asarray(context, np.int32))
         drafts, position = [], len(context)
         for j in range(k):
             token = self.sampler.sample(self.model.ctx)

@@ -146,6 +146,13 @@ class KVCache:
         self.early = {}  # read for the first restore only
         return source, n
 
+    def follow(self, context: np.ndarray) -> None:
+        """Hold the KV of `context`, computing only what differs from what is held."""
+        n = min(common_prefix(self.live, context), len(context) - 1)
+        self.model.forget_from(n)
+        self.live = self.live[:n]
+        self.extend(context[n:])
+
     def extend(self, tokens) -> None:
         """Decode tokens after the live ones (an answer's unprocessed tail)."""
         if len(tokens):
