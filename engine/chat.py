@@ -74,7 +74,7 @@ class Engine:
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()
-        self.warnings: list[str] = []
+        self.warnings: list[str] = []   # raised during the turn under way (or the last one)
         self._warn_cb = warn
         model_fp = file_fingerprint(model.path, archive.fingerprints)
         self.tokenizer = tokenizer_id(model, model_fp)
@@ -157,8 +157,7 @@ class Engine:
     def reply(self, conv_id: int, text: str, *, on_text=None, cancelled=None,
               sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
         """Add the user's message to the conversation and answer it."""
-        self.prefetch.wait(self.warn)
-        started = time.perf_counter()
+        started = self._begin_turn()
         conv = self.archive.conversation(conv_id)
         path = self.archive.path(conv.head_id)
         user = {"role": "user", "content": text}
@@ -176,11 +175,16 @@ class Engine:
                stop: "list[str] | None" = None) -> TurnResult:
         """Answer an existing message (regenerate, or after an edit) as a new branch;
         `stop` strings end the answer where one appears (not part of it)."""
-        self.prefetch.wait(self.warn)
-        started = time.perf_counter()
+        started = self._begin_turn()
         path = self.archive.path(message_id)
         return self._answer(conv_id, path, started, on_text, cancelled, sampling or self.sampling,
                             progress, user_message_id=None, stop=stop)
+
+    def _begin_turn(self) -> float:
+        """Start a turn's own warnings (a restore ahead of it reports into them); its start time."""
+        self.warnings = []
+        self.prefetch.wait(self.warn)
+        return time.perf_counter()
 
     def _room(self, settings: SamplingSettings) -> int:
         """Context tokens a prompt may take: the rest is kept for the answer (at most a quarter)."""

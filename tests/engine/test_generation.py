@@ -59,6 +59,9 @@ def test_long_conversation_leaves_out_oldest_turns(open_engine):
     # The system prompt stayed in the window.
     system = engine.prompts.path_tokens(archive.messages(conv.id)[:1]).flat().tolist()
     assert engine.cache.live[:len(system)].tolist() == system
+    # A turn's warnings are its own: a short conversation next has none.
+    short = archive.create_conversation("short")
+    assert engine.reply(short.id, "Hi.").warnings == []
 
 
 class ScriptedSampler:
