@@ -147,7 +147,7 @@ class Engine:
     def _warm(self, archive: Archive, head: int, warn) -> None:
         prompts, path = PromptBuilder(self.model, archive, self.tokenizer), archive.path(head)
         tokens = prompts.path_tokens(path)
-        if sum(tokens.lengths) > self._room(self.sampling) - len(prompts.generation_tokens(path)):
+        if sum(tokens.lengths) > self._budget(self.sampling, prompts.generation_tokens(path)):
             return
         for cache in [self.cache] + ([self.draft.cache] if self.draft else []):
             cache.warm(tokens, archive, warn)  # warn collects: nothing is printed from this thread
@@ -186,26 +186,26 @@ class Engine:
         self.prefetch.wait(self.warn)
         return time.perf_counter()
 
-    def _room(self, settings: SamplingSettings) -> int:
-        """Context tokens a prompt may take: the rest is kept for the answer (at most a quarter)."""
-        return self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4)
+    def _budget(self, settings: SamplingSettings, opening) -> int:
+        """Context tokens a path may take before its answer's opening: the rest is kept
+        for the answer (at most a quarter of the context)."""
+        return self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4) - len(opening)
 
     def _check_fits(self, path, user_tokens, settings) -> None:
         system = path[0] if path and path[0].role == "system" else None
-        floor = len(self.prompts.path_tokens([system]).flat()) if system else 0
-        floor += len(self.prompts.generation_tokens(path))
-        room = self._room(settings)
-        if floor + len(user_tokens) > room:
+        room = self._budget(settings, self.prompts.generation_tokens(path))
+        room -= len(self.prompts.path_tokens([system]).flat()) if system else 0
+        if len(user_tokens) > room:
             raise PromptTooLong(
                 f"the message is {len(user_tokens)} tokens; with the system prompt it does not "
-                f"fit the context of {self.model.n_ctx} tokens (room for {room - floor})")
+                f"fit the context of {self.model.n_ctx} tokens (room for {room})")
 
     def _answer(self, conv_id, path, started, on_text, cancelled, settings, progress,
                 user_message_id, stop=None) -> TurnResult:
         self.tuning.before_turn()
         tokens = self.prompts.path_tokens(path)
         opening = self.prompts.generation_tokens(path)
-        window = fit_window(tokens, path, self._room(settings) - len(opening), self.prompts)
+        window = fit_window(tokens, path, self._budget(settings, opening), self.prompts)
         if window.left_out:
             self.warn(f"the conversation is longer than the context: the oldest "
                       f"{window.left_out} messages after the system prompt are left out")
@@ -229,7 +229,7 @@ class Engine:
         end = time.perf_counter()
         return TurnResult(
             conversation_id=conv_id, user_message_id=user_message_id, message_id=message_id,
-            text=gen.text, status="interrupted" if gen.finish == "cancelled" else "complete",
+            text=gen.text, status=gen.status,
             finish=gen.finish, prompt_tokens=len(prompt),
             completion_tokens=len(gen.tokens), restored_tokens=acquired.restored_tokens,
             kv_source=acquired.source, computed_tokens=acquired.computed_tokens,
@@ -259,10 +259,9 @@ class Engine:
         """Commit the answer with its exact tokens, and feed its tail to the model."""
         answer = (self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens)
                   if exact else None)
-        status = "interrupted" if gen.finish == "cancelled" else "complete"
         with self.archive.transaction():
             message = self.archive.add_message(
-                conv_id, "assistant", gen.text, parent_id=path[-1].id, status=status,
+                conv_id, "assistant", gen.text, parent_id=path[-1].id, status=gen.status,
                 meta={"finish": gen.finish, "model": self.model.description()})
             if answer is not None:
                 self.archive.tokens.put(message.id, self.tokenizer, answer)

@@ -38,6 +38,11 @@ class Generation:
     stopped_by_text: bool = False   # ended at a stop string: text and tokens differ
 
     @property
+    def status(self) -> str:
+        """The answer's status in the archive: a cancelled one is kept, marked interrupted."""
+        return "interrupted" if self.finish == "cancelled" else "complete"
+
+    @property
     def decode_tokens_per_s(self) -> float:
         if self.first_token_at is None or len(self.tokens) < 2:
             return 0.0
