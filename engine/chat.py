@@ -73,7 +73,7 @@ class Engine:
                  tuning: "Tuning | None" = None, early: "EarlyRead | None" = None):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
-        self.sampling = sampling or SamplingSettings()
+        self.sampling = sampling or SamplingSettings()   # for turns that pass none; set_sampling
         self.warnings: list[str] = []   # raised during the turn under way (or the last one)
         self._warn_cb = warn
         model_fp = file_fingerprint(model.path, archive.fingerprints)
@@ -125,6 +125,10 @@ class Engine:
         except Exception:
             model.close()
             raise
+
+    def set_sampling(self, settings: SamplingSettings) -> None:
+        """The settings of later turns (and of what `prepare` restores for them)."""
+        self.sampling = settings
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

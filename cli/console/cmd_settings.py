@@ -62,7 +62,7 @@ def set_(session, arg: str) -> None:
             r.line(f"{name}={'none' if value is None else value}")
         return
     changes = dict(parse_setting(item) for item in arg.split())
-    session.sampling = dataclasses.replace(session.sampling, **changes)
+    session.set_sampling(dataclasses.replace(session.sampling, **changes))
     r.note("set " + " ".join(f"{k}={'none' if v is None else v}" for k, v in changes.items()))
 
 

@@ -40,10 +40,10 @@ class Frontend:
 
 
 class Session:
-    def __init__(self, archive, engine, render: Renderer, options: EngineOptions, sampling,
+    def __init__(self, archive, engine, render: Renderer, options: EngineOptions,
                  system: "str | None" = None, conv_id: "int | None" = None):
         self.archive, self.engine, self.render = archive, engine, render
-        self.options, self.sampling, self.default_system = options, sampling, system
+        self.options, self.default_system = options, system
         self.conv_id = conv_id
         self.pending = Pending(system=system)
         self.listed: list[int] = []      # conversation ids as numbered by the last /list
@@ -55,6 +55,14 @@ class Session:
         self._prepare()
 
     # -- where we are ------------------------------------------------------------
+
+    @property
+    def sampling(self):
+        """The sampling settings of the next turns: the engine's own (set_sampling changes them)."""
+        return self.engine.sampling
+
+    def set_sampling(self, settings) -> None:
+        self.engine.set_sampling(settings)
 
     def conversation(self) -> "Conversation | None":
         return self.archive.conversation(self.conv_id) if self.conv_id is not None else None
@@ -124,8 +132,7 @@ class Session:
         stream.waiting.start()
         try:
             with stop_on_sigint() as stopped, self.frontend.answering():
-                result = run(on_text=stream, cancelled=stopped, progress=stream.progress,
-                             sampling=self.sampling)
+                result = run(on_text=stream, cancelled=stopped, progress=stream.progress)
         except KeyboardInterrupt:  # a second Ctrl-C: the answer could not be kept
             stream.finish(interrupted=True)
             self.render.warning("stopped at once; this answer was not kept")
@@ -144,11 +151,12 @@ class Session:
         from engine.model_path import resolve_model_path
 
         resolve_model_path(options.model)  # a wrong path fails before the model is let go
+        sampling = self.sampling
         self.engine.close()  # stores the pending KV first; two models need not fit at once
         try:
-            self.engine, seconds = load_engine(self.render, self.archive, options, self.sampling)
+            self.engine, seconds = load_engine(self.render, self.archive, options, sampling)
         except BaseException:
-            self.engine, _ = load_engine(self.render, self.archive, self.options, self.sampling)
+            self.engine, _ = load_engine(self.render, self.archive, self.options, sampling)
             raise
         self.options = options
         self.stats.model_load_s = seconds

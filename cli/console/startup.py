@@ -46,7 +46,7 @@ def open_session(args, interactive: bool) -> Session:
     except BaseException:
         archive.close()
         raise
-    session = Session(archive, engine, render, options, sampling, system=args.system)
+    session = Session(archive, engine, render, options, system=args.system)
     session.stats.model_load_s = seconds
     if conv_id is not None:
         session.switch(conv_id)

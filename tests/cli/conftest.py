@@ -35,7 +35,8 @@ class SharedModel:
     def session(self):
         from cli.console.session import Session
 
-        return Session(self.archive, self.engine, self._renderer(), self.options, self.sampling)
+        self.engine.set_sampling(self.sampling)  # the engine owns them: what /set changed goes
+        return Session(self.archive, self.engine, self._renderer(), self.options)
 
     def close(self) -> None:
         self.engine.close()
