@@ -9,7 +9,7 @@ it; the answer is committed when generation ends, cancelled or not.
 """
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import llama_cpp
 import numpy as np
@@ -61,9 +61,6 @@ class TurnResult:
     restored_ahead: bool = False
     warnings: list = field(default_factory=list)
     speculative: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 class Engine:

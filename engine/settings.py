@@ -29,9 +29,6 @@ class Plan:
     config: ContextConfig
     offload: str              # "all 30 layers on CUDA0 (...)", "12 of 30 layers on ...", "CPU only"
 
-    def to_dict(self) -> dict:
-        return {**self.config.__dict__, "offload": self.offload}
-
 
 def plan(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
          threads: "ThreadChoice | None" = None) -> Plan:
