@@ -79,8 +79,7 @@ class Engine:
         # fallback for sliding-window, recurrent and hybrid models).
         self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
                                      else check_layout(model, self.warn))
-        self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode,
-                                                 scaled_ctx=model.n_ctx > model.n_ctx_train())
+        self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode)
         self.decoder = Decoder(model)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
         self.cache = KVCache(model, self.decoder, archive, self.fingerprint, self.layout,
@@ -113,7 +112,7 @@ class Engine:
         if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
             # The fingerprint the engine will have, if its layout check passes.
             expected = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
-                                             chosen.config, "rows", scaled_ctx=False)
+                                             chosen.config, "rows")
             early = EarlyRead(archive.db_path, resume, expected)
         model = Model(str(path), chosen.config)
         try:

@@ -50,7 +50,16 @@ def kv_fingerprint(model_fp: str, **config) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def kv_config_fingerprint(model_fp: str, config, mode: str, **extra) -> str:
-    """The fingerprint of KV a model file makes under a context configuration (ContextConfig)."""
+# What told a target model's KV from a draft model's in the first stored
+# fingerprints. The target's `scaled_ctx` was always false (the context is
+# never set past the model's training length); it stays in the hash so that
+# KV stored before keeps its fingerprint.
+ROLE_FIELDS = {"target": {"scaled_ctx": False}, "draft": {"role": "draft"}}
+
+
+def kv_config_fingerprint(model_fp: str, config, mode: str, role: str = "target") -> str:
+    """The fingerprint of KV a model file makes under a context configuration (ContextConfig),
+    as the model answering (target) or drafting for it (draft)."""
     return kv_fingerprint(model_fp, type_k=config.type_k, type_v=config.type_v,
-                          flash_attn=config.flash_attn, mode=mode, layout=kvlayout.VERSION, **extra)
+                          flash_attn=config.flash_attn, mode=mode, layout=kvlayout.VERSION,
+                          **ROLE_FIELDS[role])
