@@ -11,8 +11,10 @@ from .model import Model
 
 
 class Decoder:
-    def __init__(self, model: Model):
-        self.model = model
+    """Decodes into one sequence of the model's context (seq_id)."""
+
+    def __init__(self, model: Model, seq_id: int = 0):
+        self.model, self.seq_id = model, seq_id
         self.n_batch = model.config.n_batch
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
 
@@ -32,7 +34,7 @@ class Decoder:
         b = self.batch
         b.n_tokens = 1
         b.token[0], b.pos[0], b.n_seq_id[0], b.logits[0] = token, position, 1, True
-        b.seq_id[0][0] = 0
+        b.seq_id[0][0] = self.seq_id
         self._decode()
 
     def verify(self, tokens, start: int) -> None:
@@ -41,7 +43,7 @@ class Decoder:
         b.n_tokens = len(tokens)
         for j, token in enumerate(tokens):
             b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = token, start + j, 1, True
-            b.seq_id[j][0] = 0
+            b.seq_id[j][0] = self.seq_id
         self._decode()
 
     def _fill(self, tokens, start: int, last_logits: bool) -> None:
@@ -49,7 +51,7 @@ class Decoder:
         b.n_tokens = len(tokens)
         for j, token in enumerate(tokens):
             b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = token, start + j, 1, False
-            b.seq_id[j][0] = 0
+            b.seq_id[j][0] = self.seq_id
         if last_logits and tokens:
             b.logits[len(tokens) - 1] = True
 

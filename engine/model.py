@@ -27,10 +27,11 @@ class ContextConfig:
     type_v: int = llama_cpp.GGML_TYPE_F16
     n_gpu_layers: int = 0
     n_threads_batch: "int | None" = None     # prefill threads; None: as n_threads
+    n_seq_max: int = 1        # sequences the context holds at once (sequence.py)
 
 
 class Model:
-    """One model file loaded with one context (sequence 0 is the chat)."""
+    """One model file loaded with one context; its KV is kept per sequence (sequence.py)."""
 
     def __init__(self, path: str, config: ContextConfig):
         self.path, self.config = path, config
@@ -47,7 +48,9 @@ class Model:
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, config.n_batch, config.n_batch
         cparams.n_threads, cparams.n_threads_batch = config.n_threads, self.threads_batch
-        cparams.n_seq_max = 1
+        cparams.n_seq_max = config.n_seq_max
+        if config.n_seq_max > 1:
+            cparams.kv_unified = True  # each sequence may fill the whole context, as one alone
         cparams.type_k, cparams.type_v = config.type_k, config.type_v
         cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
                                    else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
@@ -144,29 +147,31 @@ class Model:
     def token_text(self, token: int) -> str:
         return self.piece(token, special=True).decode("utf-8", errors="replace")
 
-    # -- the KV memory of sequence 0 -----------------------------------------
+    # -- the KV memory, per sequence ------------------------------------------
 
-    def forget_from(self, position: int) -> None:
-        """Drop KV cells at `position` and after."""
-        llama_cpp.llama_memory_seq_rm(self.memory, 0, position, -1)
+    def forget_from(self, position: int, seq_id: int = 0) -> None:
+        """Drop the sequence's KV cells at `position` and after."""
+        llama_cpp.llama_memory_seq_rm(self.memory, seq_id, position, -1)
 
     def clear(self) -> None:
+        """Drop the KV of every sequence."""
         llama_cpp.llama_memory_clear(self.memory, True)
 
-    def get_state(self) -> memoryview:
-        """Sequence 0's state (llama.cpp's byte layout), without an extra copy."""
-        size = llama_cpp.llama_state_seq_get_size(self.ctx, 0)
+    def get_state(self, seq_id: int = 0) -> memoryview:
+        """A sequence's state (llama.cpp's byte layout), without an extra copy."""
+        size = llama_cpp.llama_state_seq_get_size(self.ctx, seq_id)
         buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        written = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq_id)
         return memoryview(buf).cast("B")[:written]
 
-    def set_state(self, data) -> bool:
-        """Load a sequence state (any buffer); False if llama.cpp refused it (memory then cleared)."""
-        self.clear()
+    def set_state(self, data, seq_id: int = 0) -> bool:
+        """Load a sequence state (any buffer); False if llama.cpp refused it (the sequence is
+        then empty). Other sequences keep their KV."""
+        self.forget_from(0, seq_id)
         buf = np.frombuffer(data, np.uint8)  # no copy
         src = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        if llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, 0) == 0:
-            self.clear()
+        if llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, seq_id) == 0:
+            self.forget_from(0, seq_id)
             return False
         return True
 
