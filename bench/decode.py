@@ -72,8 +72,7 @@ def bare_loop(engine: Engine, prompt_tokens: list[int], n: int, threads: int) ->
     elapsed = time.perf_counter() - first
     llama_cpp.llama_sampler_free(sampler)
     llama_cpp.llama_batch_free(batch)
-    model.clear()
-    engine.cache.live = engine.cache.live[:0]
+    engine.cache.reset()
     return (n - 1) / elapsed
 
 

@@ -17,7 +17,6 @@ import numpy as np
 from chatdb.archive import Archive
 
 from . import hardware
-from .decode import Decoder
 from .draft_model import DraftModel
 from .draft_policy import DraftPolicy
 from .drafting import make_drafter, resolve_mode
@@ -32,6 +31,7 @@ from .model import Model
 from .model_path import resolve_model_path
 from .prefetch import EarlyRead, Prefetch
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
+from .sequence import Sequence
 from .sampling import Sampler, SamplingSettings
 from .settings import plan
 from .threads import ThreadTuner
@@ -80,9 +80,8 @@ class Engine:
         self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
                                      else check_layout(model, self.warn))
         self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode)
-        self.decoder = Decoder(model)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
-        self.cache = KVCache(model, self.decoder, archive, self.fingerprint, self.layout,
+        self.cache = KVCache(Sequence(model), archive, self.fingerprint, self.layout,
                              use_archive=use_kv, warn=self.warn,
                              early=early.take(self.fingerprint) if early is not None else None)
         self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \
@@ -91,7 +90,7 @@ class Engine:
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
         self.tuning = tuning or Tuning(ThreadTuner(), report)
-        self.tuning.attach(model, self.decoder, archive, self.fingerprint,
+        self.tuning.attach(model, self.cache.decoder, archive, self.fingerprint,
                            measure=self.draft_mode != "off")
         self.prefetch = Prefetch()
 
@@ -283,7 +282,7 @@ class Engine:
 
     def _submit(self, model: Model, mode: str, fingerprint: str, full: PathTokens) -> None:
         """Hand one model's state for the path to the background writer."""
-        state = model.get_state()
+        state = model.get_state()  # sequence 0: the engine's one
         ends = full.ends()
         if mode == "rows":
             ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
@@ -318,7 +317,7 @@ class Engine:
             self.writer = None
         if self.draft is not None:
             self.draft.close()
-        self.decoder.close()
+        self.cache.close()
         self.model.close()
 
     def flush(self) -> None:

@@ -9,13 +9,13 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from .decode import Decoder
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .kvcache import KVCache
 from .layout_check import check_layout
 from .model import ContextConfig, Model
 from .model_path import resolve_model_path
 from .sampling import Sampler, SamplingSettings
+from .sequence import Sequence
 from .vocab import check_same_vocab
 
 
@@ -32,8 +32,7 @@ class DraftModel:
         self.layout, self.kv_mode = check_layout(self.model, warn)
         self.fingerprint = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
                                                  self.model.config, self.kv_mode, role="draft")
-        self.decoder = Decoder(self.model)
-        self.cache = KVCache(self.model, self.decoder, archive, self.fingerprint, self.layout,
+        self.cache = KVCache(Sequence(self.model), archive, self.fingerprint, self.layout,
                              use_archive=use_archive, warn=warn)
         self.sampler = Sampler(SamplingSettings(temperature=0))
 
@@ -45,12 +44,12 @@ class DraftModel:
             token = self.sampler.sample(self.model.ctx)
             drafts.append(token)
             if j + 1 < k:
-                self.decoder.step(token, position)
+                self.cache.decoder.step(token, position)
                 self.cache.mark_decoded([token])
                 position += 1
         return drafts
 
     def close(self) -> None:
         self.sampler.close()
-        self.decoder.close()
+        self.cache.close()
         self.model.close()

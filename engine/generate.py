@@ -143,7 +143,7 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy, clock
         position += 1
         token, accepted, stop = _accept(sampler, model, stream, drafts, context, decoded)
         position += accepted
-        model.forget_from(position)       # the KV of rejected guesses
+        model.forget_from(position, decoder.seq_id)   # the KV of rejected guesses
         out.drafted += len(drafts)
         out.accepted += accepted
         policy.verified(len(drafts), accepted)

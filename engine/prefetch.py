@@ -18,7 +18,7 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from .kvcache import decoder_pool
+from .segment_assembly import decoder_pool
 
 
 class Prefetch:

@@ -1,0 +1,58 @@
+"""A state source: the KV rows stored per message along the path, assembled into one state.
+
+Every message from the root to the deepest point stored has its own rows
+(a fork shares its ancestors'), so the state is their concatenation, rebuilt
+on the decoder pool (segment_assembly.py). A damaged segment is deleted
+here, so that the rows recomputed by the turn replace it.
+"""
+
+from chatdb.archive import Archive
+from chatdb.kv import CorruptKV
+
+from . import kvlayout
+from .kv_sources import LoadFailed, Offer, Request
+from .segment_assembly import SegmentFault, assemble
+from .sequence import Sequence
+
+
+class ArchiveRows:
+    def __init__(self, fingerprint: str, layout: kvlayout.Layout):
+        self.fingerprint, self.layout = fingerprint, layout
+
+    def offer(self, request: Request, seq: Sequence) -> "Offer | None":
+        point = request.stored
+        if point is None or point.kind != "rows":
+            return None
+        n = request.tokens_through(point.message_id)
+        return Offer("archive", min(n, request.limit),
+                     lambda seq: self._load(seq, request, point.message_id, n))
+
+    def _load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
+        kv = request.archive.kv
+        refs = kv.rows_index(message_id, self.fingerprint)
+        if sum(r.n_tokens for r in refs) != n_tokens:
+            raise LoadFailed(f"the rows stored hold other than the path's {n_tokens} tokens")
+        try:
+            state = assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id))
+        except SegmentFault as fault:
+            self._drop(request.archive, fault.message_id)
+            raise LoadFailed(str(fault)) from None
+        except (CorruptKV, kvlayout.LayoutMismatch) as exc:
+            raise LoadFailed(str(exc)) from None
+        if not seq.load(state, request.target[:n_tokens]):
+            raise LoadFailed("llama.cpp refused the state")
+
+    def _planes(self, request: Request, message_id: int):
+        """A callable giving a segment's decoded planes: decoded early, or read now."""
+        early = request.early.pop(message_id, None)
+        if early is not None:
+            return early.result
+        segment = request.archive.kv.get(message_id, self.fingerprint, "rows")
+        if segment is None:
+            raise CorruptKV(f"message {message_id}: segment deleted while reading")
+        return segment.planes
+
+    def _drop(self, archive: Archive, message_id: int) -> None:
+        """Delete a damaged segment so the recomputed one can replace it."""
+        with archive.transaction():
+            archive.kv.delete(message_id, self.fingerprint, "rows")

@@ -1,0 +1,89 @@
+"""Where a sequence's KV can come from: the interface every state source implements.
+
+A source looks at what the sequence should hold (a Request) and offers the
+longest prefix of it that it can load (an Offer). KVCache takes the longest
+offer and, if loading it fails, the next one. The sources:
+
+    LivePrefix       what the sequence already holds (here)
+    MemoryStates     states of recently used chats, in memory (memory_states.py)
+    ArchiveRows      per-message KV rows stored along the path (archive_rows.py)
+    ArchiveSnapshot  a whole state stored at a message (archive_snapshot.py)
+
+A new kind of stored memory (sliding-window rows with their window,
+recurrent checkpoints) is one more source: its file, and its place in
+KVCache's list.
+"""
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from chatdb.archive import Archive
+
+from .prompt import PathTokens
+from .sequence import Sequence
+
+
+class LoadFailed(Exception):
+    """What a source offered could not be loaded (damaged, or refused by llama.cpp)."""
+
+
+@dataclass
+class Request:
+    """What a sequence should hold, as every source sees it."""
+    target: np.ndarray            # the tokens
+    path: "PathTokens | None"     # their messages, where the target is a stored path
+    archive: Archive              # the calling thread's connection
+    fingerprint: str              # the KV configuration of the sequence's model
+    limit: int                    # a source gives at most this many tokens; the rest is computed
+    early: dict = field(default_factory=dict)   # message id -> Future of decoded planes
+
+    @functools.cached_property
+    def stored(self):
+        """The deepest point of the path with KV stored under the fingerprint (kv.Restorable),
+        looked up once for every archive source."""
+        if self.path is None or not self.path.stable or not self.path.message_ids:
+            return None
+        return self.archive.kv.deepest_restorable(self.path.message_ids[-1], self.fingerprint)
+
+    def tokens_through(self, message_id: int) -> int:
+        """Tokens of the path up to and including `message_id`."""
+        return self.path.ends()[self.path.message_ids.index(message_id)]
+
+    def stored_elsewhere(self) -> bool:
+        """Nothing restorable, but KV of the path stored under another fingerprint."""
+        if self.stored is not None or self.path is None or not self.path.stable \
+                or not self.path.message_ids:
+            return False
+        others = self.archive.kv.fingerprints_for(self.path.message_ids[0])
+        return bool(others) and self.fingerprint not in others
+
+
+@dataclass
+class Offer:
+    source: str                          # "live", "memory" or "archive": what a turn reports
+    n_tokens: int                        # tokens of the target it gives (at most the limit)
+    load: Callable[[Sequence], None]     # puts at least those in the sequence; LoadFailed if not
+
+
+class StateSource(Protocol):
+    def offer(self, request: Request, seq: Sequence) -> "Offer | None":
+        """The longest prefix of the request's target this source can load, or None."""
+
+
+def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+class LivePrefix:
+    """What the sequence already holds: its tokens' common prefix with the target."""
+
+    def offer(self, request: Request, seq: Sequence) -> Offer:
+        n = min(common_prefix(seq.tokens, request.target), request.limit)
+        return Offer("live", n, lambda seq: None)  # KVCache keeps n tokens of any offer
