@@ -115,8 +115,8 @@ class KVCache:
                 offer.load(self.seq)
             except LoadFailed as exc:
                 self._report("corrupt", f"stored KV state is damaged ({exc}); recomputing", warn)
-                self.seq.keep(0)
-                return Offer("live", 0, lambda seq: None)
+                failed.append(source)
+                continue  # a refused state empties the sequence: the live offer shrinks too
             self.seq.keep(offer.n_tokens)
             return offer
 

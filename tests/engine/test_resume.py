@@ -247,3 +247,30 @@ def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, op
             and not t.name.startswith("chatdb-kv-decode")]
     assert left == []
     assert archive.integrity_check() == "ok"
+
+
+def test_a_damaged_segment_falls_back_to_the_live_prefix(tmp_path, open_engine):
+    db = tmp_path / "a.db"
+    archive, engine = open_engine(db)
+    conv = archive.create_conversation("c")
+    first = engine.reply(conv.id, FIRST)
+    second = engine.reply(conv.id, SECOND)
+    engine.close()
+    # A fresh engine answers a fork of the first answer: its context then shares
+    # only that much with the conversation, whose KV the archive holds in full.
+    warned = []
+    archive, engine = open_engine(db, warn=warned.append)
+    engine.reply(archive.fork(first.message_id).id, "And one more?")
+    archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
+                         "WHERE message_id = ?", (second.message_id,))
+    result = engine.reply(conv.id, "Thanks!")
+    assert len(warned) == 1 and "damaged" in warned[0]
+    assert result.kv_source == "live"
+    shared = stored_tokens_through(db, first.message_id)
+    assert shared <= result.restored_tokens < stored_tokens_through(db, second.message_id)
+    assert result.computed_tokens == result.prompt_tokens - result.restored_tokens
+    # The same answer as computing it all; the damaged segment was replaced.
+    _, plain = open_engine(db, use_kv=False)
+    assert result.text == plain.reply(archive.fork(second.message_id).id, "Thanks!").text
+    engine.flush()
+    assert archive.kv.get(second.message_id, engine.fingerprint).decode()
