@@ -1,0 +1,66 @@
+"""Several sequences on one context: each KVCache keeps its own KV, and states move between them."""
+
+import numpy as np
+import pytest
+
+from chatdb.archive import Archive
+from engine.generate import generate
+from engine.kvcache import KVCache
+from engine.layout_check import check_layout
+from engine.memory_states import MemoryStates
+from engine.model import ContextConfig, Model
+from engine.sampling import Sampler, SamplingSettings
+from engine.sequence import Sequence
+
+GREEDY = SamplingSettings(temperature=0)
+
+
+@pytest.fixture
+def two_sequences(model_path, db_path):
+    model = Model(str(model_path), ContextConfig(n_ctx=2048, n_batch=512, n_threads=2,
+                                                 flash_attn=False, n_seq_max=2))
+    archive = Archive.open(db_path)
+    layout, _ = check_layout(model, lambda message: None)
+    memory = MemoryStates()  # shared: a state of one sequence loads into the other
+    caches = [KVCache(Sequence(model, seq_id), archive, "test", layout, use_archive=False,
+                      memory=memory) for seq_id in (0, 1)]
+    yield model, caches
+    for cache in caches:
+        cache.close()
+    archive.close()
+    model.close()
+
+
+def _prompt(model, text):
+    return np.asarray(model.tokenize(f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"),
+                      np.int32)
+
+
+def _answer(model, cache, prompt, n=12):
+    acquired = cache.acquire(prompt, None)
+    with Sampler(GREEDY, model.n_vocab) as sampler:
+        return acquired, generate(model, cache, sampler, n).tokens
+
+
+def test_two_sequences_keep_their_own_kv(two_sequences):
+    model, (a, b) = two_sequences
+    pa, pb = _prompt(model, "Name a colour."), _prompt(model, "Name a city in France.")
+    _, alone = _answer(model, a, pa)
+    a.reset()
+    _, first = _answer(model, a, pa)
+    _, other = _answer(model, b, pb)        # decoding sequence 1 leaves sequence 0 alone
+    assert first == alone and other != alone
+    again, repeat = _answer(model, a, pa)
+    assert again.source == "live" and again.restored_tokens == len(pa) - 1
+    assert repeat == alone
+    assert b.live.tolist() == pb.tolist() + other[:-1]
+
+
+def test_a_state_of_one_sequence_loads_into_another(two_sequences):
+    model, (a, b) = two_sequences
+    prompt = _prompt(model, "Tell me about the sea. " * 8)
+    _, expected = _answer(model, a, prompt)
+    a.memory.stash(a.seq)
+    moved, tokens = _answer(model, b, prompt)
+    assert moved.source == "memory" and moved.restored_tokens == len(prompt) - 1
+    assert tokens == expected
