@@ -6,28 +6,22 @@ on the decoder pool (segment_assembly.py). A damaged segment is deleted
 here, so that the rows recomputed by the turn replace it.
 """
 
-from chatdb.archive import Archive
 from chatdb.kv import CorruptKV
 
 from . import kvlayout
-from .kv_sources import LoadFailed, Offer, Request
+from .kv_sources import ArchiveSource, LoadFailed, Request
 from .segment_assembly import SegmentFault, assemble
 from .sequence import Sequence
 
 
-class ArchiveRows:
+class ArchiveRows(ArchiveSource):
+    kind = "rows"
+
     def __init__(self, fingerprint: str, layout: kvlayout.Layout):
-        self.fingerprint, self.layout = fingerprint, layout
+        super().__init__(fingerprint)
+        self.layout = layout
 
-    def offer(self, request: Request, seq: Sequence) -> "Offer | None":
-        point = request.stored
-        if point is None or point.kind != "rows":
-            return None
-        n = request.tokens_through(point.message_id)
-        return Offer("archive", min(n, request.limit),
-                     lambda seq: self._load(seq, request, point.message_id, n))
-
-    def _load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
+    def load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
         kv = request.archive.kv
         refs = kv.rows_index(message_id, self.fingerprint)
         if sum(r.n_tokens for r in refs) != n_tokens:
@@ -35,7 +29,7 @@ class ArchiveRows:
         try:
             state = assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id))
         except SegmentFault as fault:
-            self._drop(request.archive, fault.message_id)
+            self.drop(request.archive, fault.message_id)
             raise LoadFailed(str(fault)) from None
         except (CorruptKV, kvlayout.LayoutMismatch) as exc:
             raise LoadFailed(str(exc)) from None
@@ -51,8 +45,3 @@ class ArchiveRows:
         if segment is None:
             raise CorruptKV(f"message {message_id}: segment deleted while reading")
         return segment.planes
-
-    def _drop(self, archive: Archive, message_id: int) -> None:
-        """Delete a damaged segment so the recomputed one can replace it."""
-        with archive.transaction():
-            archive.kv.delete(message_id, self.fingerprint, "rows")

@@ -81,6 +81,31 @@ def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
     return int(diff[0]) if len(diff) else n
 
 
+class ArchiveSource:
+    """What the archive sources share: the deepest point stored, offered by the source of its
+    kind (chatdb.kv KINDS), and the deletion of a damaged one (recomputed KV replaces it)."""
+    kind: str
+
+    def __init__(self, fingerprint: str):
+        self.fingerprint = fingerprint
+
+    def offer(self, request: Request, seq: Sequence) -> "Offer | None":
+        point = request.stored
+        if point is None or point.kind != self.kind:
+            return None
+        n = request.tokens_through(point.message_id)
+        return Offer("archive", min(n, request.limit),
+                     lambda seq: self.load(seq, request, point.message_id, n))
+
+    def load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
+        """Load the state stored through `message_id` (`n_tokens` tokens); LoadFailed if not."""
+        raise NotImplementedError
+
+    def drop(self, archive: Archive, message_id: int) -> None:
+        with archive.transaction():
+            archive.kv.delete(message_id, self.fingerprint, self.kind)
+
+
 class LivePrefix:
     """What the sequence already holds: its tokens' common prefix with the target."""
 
