@@ -6,10 +6,14 @@ on the decoder pool (segment_assembly.py). A damaged segment is deleted
 here, so that the rows recomputed by the turn replace it.
 """
 
+import llama_cpp
+
 from chatdb.kv import CorruptKV
 
 from . import kvlayout
 from .kv_sources import ArchiveSource, LoadFailed, Request
+from .kvwriter import StoreJob
+from .prompt import PathTokens
 from .segment_assembly import SegmentFault, assemble
 from .sequence import Sequence
 
@@ -35,6 +39,13 @@ class ArchiveRows(ArchiveSource):
             raise LoadFailed(str(exc)) from None
         if not seq.load(state, request.target[:n_tokens]):
             raise LoadFailed("llama.cpp refused the state")
+
+    def store_job(self, seq: Sequence, full: PathTokens) -> StoreJob:
+        """Every message's rows; f16 values are split into two byte planes, which compress better."""
+        ends = full.ends()
+        ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
+        planes = 2 if seq.model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
+        return StoreJob(seq.state(), self.fingerprint, ranges, self.kind, planes)
 
     def _planes(self, request: Request, message_id: int):
         """A callable giving a segment's decoded planes: decoded early, or read now."""

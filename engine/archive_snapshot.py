@@ -8,6 +8,8 @@ A damaged one is deleted here, so the state stored after the turn replaces it.
 from chatdb.kv import CorruptKV
 
 from .kv_sources import ArchiveSource, LoadFailed, Request
+from .kvwriter import StoreJob
+from .prompt import PathTokens
 from .sequence import Sequence
 
 
@@ -25,3 +27,8 @@ class ArchiveSnapshot(ArchiveSource):
             raise LoadFailed(str(exc)) from None
         if not seq.load(state, request.target[:n_tokens]):
             raise LoadFailed("llama.cpp refused the state")
+
+    def store_job(self, seq: Sequence, full: PathTokens) -> StoreJob:
+        """The whole state, at the path's last message."""
+        return StoreJob(seq.state(), self.fingerprint, [(full.message_ids[-1], 0, full.ends()[-1])],
+                        self.kind, 1)

@@ -9,9 +9,7 @@ it; the answer is committed when generation ends, cancelled or not.
 """
 
 import time
-from dataclasses import dataclass, field
 
-import llama_cpp
 import numpy as np
 
 from chatdb.archive import Archive
@@ -20,12 +18,13 @@ from . import hardware
 from .draft_model import DraftModel
 from .draft_policy import DraftPolicy
 from .drafting import make_drafter, resolve_mode
+from .describe import describe
 from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
 from .gguf_header import read_facts
-from .kvcache import Acquired, KVCache
-from .kvwriter import KVWriter, StoreJob
+from .kvcache import KVCache
+from .kvwriter import KVWriter
 from .layout_check import check_layout
 from .model import Model
 from .model_path import resolve_model_path
@@ -36,31 +35,8 @@ from .sampling import Sampler, SamplingSettings
 from .settings import plan
 from .threads import ThreadTuner
 from .tuning import Tuning
+from .turn_result import Turn, TurnResult, speculative_figures
 from .window import fit_window
-
-
-
-@dataclass
-class TurnResult:
-    conversation_id: int
-    user_message_id: "int | None"
-    message_id: int
-    text: str
-    status: str
-    finish: str
-    prompt_tokens: int
-    completion_tokens: int
-    restored_tokens: int
-    kv_source: str
-    computed_tokens: int
-    restore_ms: float         # for a restore ahead of the turn, not part of ttft_ms
-    ttft_ms: float
-    decode_tokens_per_s: float
-    total_ms: float
-    left_out_messages: int = 0
-    restored_ahead: bool = False
-    warnings: list = field(default_factory=list)
-    speculative: dict = field(default_factory=dict)
 
 
 class Engine:
@@ -166,18 +142,18 @@ class Engine:
         with self.archive.transaction():
             message = self.archive.add_message(conv_id, "user", text)
             self.archive.tokens.put(message.id, self.tokenizer, user_tokens)
-        return self._answer(conv_id, path + [message], started, on_text, cancelled, settings,
-                            progress, user_message_id=message.id)
+        return self._answer(Turn(conv_id, message.id, started), path + [message], on_text,
+                            cancelled, settings, progress)
 
     def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
                sampling: "SamplingSettings | None" = None, progress=None,
                stop: "list[str] | None" = None) -> TurnResult:
         """Answer an existing message (regenerate, or after an edit) as a new branch;
         `stop` strings end the answer where one appears (not part of it)."""
-        started = self._begin_turn()
+        turn = Turn(conv_id, None, self._begin_turn())
         path = self.archive.path(message_id)
-        return self._answer(conv_id, path, started, on_text, cancelled, sampling or self.sampling,
-                            progress, user_message_id=None, stop=stop)
+        return self._answer(turn, path, on_text, cancelled, sampling or self.sampling, progress,
+                            stop)
 
     def _begin_turn(self) -> float:
         """Start a turn's own warnings (a restore ahead of it reports into them); its start time."""
@@ -199,8 +175,8 @@ class Engine:
                 f"the message is {len(user_tokens)} tokens; with the system prompt it does not "
                 f"fit the context of {self.model.n_ctx} tokens (room for {room})")
 
-    def _answer(self, conv_id, path, started, on_text, cancelled, settings, progress,
-                user_message_id, stop=None) -> TurnResult:
+    def _answer(self, turn: Turn, path, on_text, cancelled, settings, progress,
+                stop=None) -> TurnResult:
         self.tuning.before_turn()
         tokens = self.prompts.path_tokens(path)
         opening = self.prompts.generation_tokens(path)
@@ -209,6 +185,7 @@ class Engine:
             self.warn(f"the conversation is longer than the context: the oldest "
                       f"{window.left_out} messages after the system prompt are left out")
         prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
+        turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
         acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
                                       progress)
         drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
@@ -221,38 +198,19 @@ class Engine:
                            cancelled, drafter, policy, self.tuning.clock, stop)
         self.tuning.after_turn(gen.timings)
         # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
-        message_id = self._save_answer(conv_id, path, opening, gen, len(tokens.flat()),
+        message_id = self._save_answer(turn.conversation_id, path, opening, gen,
+                                       len(tokens.flat()),
                                        exact=not window.left_out and not gen.stopped_by_text)
         if not window.left_out:
             self._store_kv(path, tokens, message_id)
-        end = time.perf_counter()
-        return TurnResult(
-            conversation_id=conv_id, user_message_id=user_message_id, message_id=message_id,
-            text=gen.text, status=gen.status,
-            finish=gen.finish, prompt_tokens=len(prompt),
-            completion_tokens=len(gen.tokens), restored_tokens=acquired.restored_tokens,
-            kv_source=acquired.source, computed_tokens=acquired.computed_tokens,
-            restore_ms=round(acquired.restore_ms, 2),
-            ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
-            decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
-            total_ms=round((end - started) * 1000, 2), left_out_messages=window.left_out,
-            restored_ahead=acquired.ahead,
-            warnings=list(self.warnings), speculative=self._speculative(gen, policy, draft_kv))
+        return turn.result(message_id, gen, acquired, self.warnings,
+                           speculative_figures(self.draft_mode, gen, policy, draft_kv))
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
         """(the drafter for this answer, how the draft model's KV was obtained or None)."""
         # The draft model's KV is restored too, like the target's.
         draft_kv = self.draft.cache.acquire(prompt, path) if self.draft is not None else None
         return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
-
-    def _speculative(self, gen: Generation, policy: DraftPolicy, draft_kv: "Acquired | None") -> dict:
-        figures = {"mode": self.draft_mode, "drafted": gen.drafted, "accepted": gen.accepted,
-                   "acceptance_rate": round(gen.accepted / gen.drafted, 3) if gen.drafted else None,
-                   "target_forwards": gen.target_forwards, "draft_length": policy.best()[0]}
-        if draft_kv is not None:
-            figures["draft_kv"] = {"restored_tokens": draft_kv.restored_tokens,
-                                   "source": draft_kv.source}
-        return figures
 
     def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
         """Commit the answer with its exact tokens, and feed its tail to the model."""
@@ -275,39 +233,16 @@ class Engine:
         tokens = full.flat()
         if not np.array_equal(self.cache.live, tokens):
             return  # the context does not hold exactly this path
-        self._submit(self.model, self.kv_mode, self.fingerprint, full)
+        self.writer.submit(self.cache.store_job(full))  # copied out now, written meanwhile
         if self.draft is not None:
             self.draft.cache.follow(tokens)
-            self._submit(self.draft.model, self.draft.kv_mode, self.draft.fingerprint, full)
-
-    def _submit(self, model: Model, mode: str, fingerprint: str, full: PathTokens) -> None:
-        """Hand one model's state for the path to the background writer."""
-        state = model.get_state()  # sequence 0: the engine's one
-        ends = full.ends()
-        if mode == "rows":
-            ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
-            planes = 2 if model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
-            self.writer.submit(StoreJob(state, fingerprint, ranges, "rows", planes))
-        else:
-            self.writer.submit(StoreJob(state, fingerprint, [(full.message_ids[-1], 0, ends[-1])],
-                                        "snapshot", 1))
+            self.writer.submit(self.draft.cache.store_job(full))
 
     # -- reporting and shutdown ------------------------------------------------
 
     def describe(self) -> dict:
-        cfg = self.model.config
-        return {
-            "model": {"path": self.model.path, "description": self.model.description(),
-                      "size_bytes": self.model.size_bytes(), "n_ctx_train": self.model.n_ctx_train(),
-                      "chat_template": "model" if self.model.metadata().get("tokenizer.chat_template") else "chatml"},
-            "settings": {**cfg.__dict__, "offload": self.offload},
-            "speculative": {"mode": self.draft_mode,
-                            "draft_model": self.draft.model.path if self.draft else None},
-            "kv": {"mode": self.kv_mode, "fingerprint": self.fingerprint, "enabled": self.use_kv,
-                   "bytes_per_token": self.layout.bytes_per_token if self.layout else None},
-            "hardware": self.report.to_dict(),
-            **self.tuning.describe(),
-        }
+        """What `chatdb doctor` reports (describe.py)."""
+        return describe(self)
 
     def close(self) -> None:
         """Wait for KV to be stored, then free the model."""

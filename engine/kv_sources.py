@@ -22,6 +22,7 @@ import numpy as np
 
 from chatdb.archive import Archive
 
+from .kvwriter import StoreJob
 from .prompt import PathTokens
 from .sequence import Sequence
 
@@ -99,6 +100,11 @@ class ArchiveSource:
 
     def load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
         """Load the state stored through `message_id` (`n_tokens` tokens); LoadFailed if not."""
+        raise NotImplementedError
+
+    def store_job(self, seq: Sequence, full: PathTokens) -> StoreJob:
+        """What to store of the sequence, which holds exactly the path `full`, for this
+        source to restore later (kvwriter.py writes it)."""
         raise NotImplementedError
 
     def drop(self, archive: Archive, message_id: int) -> None:

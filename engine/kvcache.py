@@ -17,6 +17,7 @@ from chatdb.archive import Archive
 from . import kvlayout
 from .archive_rows import ArchiveRows
 from .archive_snapshot import ArchiveSnapshot
+from .kvwriter import StoreJob
 from .kv_sources import LivePrefix, LoadFailed, Offer, Request, common_prefix
 from .memory_states import MemoryStates
 from .prompt import PathTokens
@@ -45,10 +46,12 @@ class KVCache:
         self.use_archive = use_archive
         self.warn = warn or (lambda message: None)
         self.memory = memory if memory is not None else MemoryStates()
-        stored = ([ArchiveRows(fingerprint, layout)] if layout is not None else []) \
-            + [ArchiveSnapshot(fingerprint)]
+        # What the archive holds for this model: rows where they can be cut (the fingerprint
+        # tells the two apart, so only one kind is ever stored under it).
+        self.stored = (ArchiveRows(fingerprint, layout) if layout is not None
+                       else ArchiveSnapshot(fingerprint))
         # Best first where offers are as long.
-        self.sources = [LivePrefix(), self.memory] + (stored if use_archive else [])
+        self.sources = [LivePrefix(), self.memory] + ([self.stored] if use_archive else [])
         self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used
         # message id -> Future of its decoded planes, read while the model loaded
         # (prefetch.EarlyRead); for the first restore only
@@ -149,6 +152,10 @@ class KVCache:
     def mark_decoded(self, tokens: list[int]) -> None:
         """Record tokens the decode loop has fed to the model itself."""
         self.seq.mark_decoded(tokens)
+
+    def store_job(self, full: PathTokens) -> StoreJob:
+        """The job that stores the sequence's KV of the path `full`, which it holds."""
+        return self.stored.store_job(self.seq, full)
 
     def reset(self) -> None:
         """Hold nothing."""

@@ -1,0 +1,19 @@
+"""The engine's own account of itself, for `chatdb doctor` and the console's /model."""
+
+
+def describe(engine) -> dict:
+    """Model, settings chosen, speculative decoding, KV storage and hardware, as plain data."""
+    model = engine.model
+    template = "model" if model.metadata().get("tokenizer.chat_template") else "chatml"
+    return {
+        "model": {"path": model.path, "description": model.description(),
+                  "size_bytes": model.size_bytes(), "n_ctx_train": model.n_ctx_train(),
+                  "chat_template": template},
+        "settings": {**model.config.__dict__, "offload": engine.offload},
+        "speculative": {"mode": engine.draft_mode,
+                        "draft_model": engine.draft.model.path if engine.draft else None},
+        "kv": {"mode": engine.kv_mode, "fingerprint": engine.fingerprint, "enabled": engine.use_kv,
+               "bytes_per_token": engine.layout.bytes_per_token if engine.layout else None},
+        "hardware": engine.report.to_dict(),
+        **engine.tuning.describe(),
+    }
