@@ -165,7 +165,7 @@ def on_texts(out):
     """(console's on_text, ask's on_text), both writing to `out`."""
     from cli.commands import ask
     from cli.console.render import Renderer, Waiting
-    from cli.console.session import AnswerStream
+    from cli.console.answer_stream import AnswerStream
 
     render = Renderer(out=out, err=out, color=True)
     console_stream = AnswerStream(render, Waiting(render, ""))

@@ -22,7 +22,7 @@ from . import dispatch
 from .completion import ConsoleCompleter
 from .history_file import ensure_private, history_path
 from .keys import bindings
-from .session import Frontend
+from .frontend import Frontend
 
 
 class TerminalFrontend(Frontend):
@@ -85,7 +85,7 @@ def make_prompts(session, input=None, output=None, history=None):
 
 def run(session, input=None, output=None, history=None) -> int:
     prompt, question = make_prompts(session, input, output, history)
-    session.frontend = TerminalFrontend(prompt, question)
+    session.use_frontend(TerminalFrontend(prompt, question))
     while not session.quitting:
         try:
             text = prompt.prompt(_message(_where(session)))

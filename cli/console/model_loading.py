@@ -31,6 +31,21 @@ def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
     return engine, time.perf_counter() - started
 
 
+def swap_engine(render: Renderer, archive, engine, current: EngineOptions, options: EngineOptions):
+    """(engine, seconds it took, None) for `options`, after closing `engine`; if loading
+    fails, (the engine of `current` loaded back, None, the error). The sampling settings
+    go over to the new engine."""
+    from engine.model_path import resolve_model_path
+
+    resolve_model_path(options.model)  # a wrong path fails before the model is let go
+    sampling = engine.sampling
+    engine.close()  # stores the pending KV first; two models need not fit at once
+    try:
+        return (*load_engine(render, archive, options, sampling), None)
+    except BaseException as exc:
+        return load_engine(render, archive, current, sampling)[0], None, exc
+
+
 def model_name(engine) -> str:
     return Path(engine.model.path).name.removesuffix(".gguf")
 

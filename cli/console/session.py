@@ -5,7 +5,6 @@ opening the console and leaving, or /new twice, leaves no empty conversations.
 Until then its title and system prompt wait in `pending`.
 """
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from chatdb.errors import ChatdbError
@@ -13,7 +12,9 @@ from chatdb.records import Conversation, Message
 
 from ..commands.ask import title_of
 from ..interrupt import stop_on_sigint
-from .model_loading import EngineOptions, load_engine, model_name
+from .answer_stream import AnswerStream
+from .frontend import Frontend
+from .model_loading import EngineOptions, model_name, swap_engine
 from .render import Renderer, Waiting
 from .stats import SessionStats, turn_line
 
@@ -22,21 +23,6 @@ from .stats import SessionStats, turn_line
 class Pending:
     title: str = ""
     system: "str | None" = None
-
-
-class Frontend:
-    """What a command may ask of the user; the terminal and stdin modes implement it."""
-
-    def confirm(self, question: str) -> bool:
-        return False
-
-    def edit_text(self, text: str) -> "str | None":
-        """The user's rewrite of `text` (None: given up)."""
-        return None
-
-    def answering(self):
-        """A context around the streaming of an answer."""
-        return nullcontext()
 
 
 class Session:
@@ -53,6 +39,10 @@ class Session:
         self.errors = 0
         self.quitting = False
         self._prepare()
+
+    def use_frontend(self, frontend: Frontend) -> None:
+        """Ask the user through `frontend` (the terminal's or stdin's) from now on."""
+        self.frontend = frontend
 
     # -- where we are ------------------------------------------------------------
 
@@ -147,17 +137,11 @@ class Session:
     # -- the model -----------------------------------------------------------------
 
     def replace_engine(self, options: EngineOptions) -> None:
-        """Load another model; if it fails, the current one is loaded back."""
-        from engine.model_path import resolve_model_path
-
-        resolve_model_path(options.model)  # a wrong path fails before the model is let go
-        sampling = self.sampling
-        self.engine.close()  # stores the pending KV first; two models need not fit at once
-        try:
-            self.engine, seconds = load_engine(self.render, self.archive, options, sampling)
-        except BaseException:
-            self.engine, _ = load_engine(self.render, self.archive, self.options, sampling)
-            raise
+        """Load another model; if it fails, the current one is loaded back (and the error raised)."""
+        self.engine, seconds, error = swap_engine(self.render, self.archive, self.engine,
+                                                  self.options, options)
+        if error is not None:
+            raise error
         self.options = options
         self.stats.model_load_s = seconds
         self._prepare()
@@ -167,29 +151,3 @@ class Session:
         with Waiting(self.render, "storing KV state"):
             self.engine.close()
         self.archive.close()
-
-
-class AnswerStream:
-    """The engine's on_text: the first piece erases the progress line and sets the colour."""
-
-    def __init__(self, render: Renderer, waiting: Waiting):
-        self.render, self.waiting = render, waiting
-        self.started = False
-
-    def __call__(self, text: str) -> None:
-        if not self.started:
-            self._begin()
-        self.render.stream(text)
-
-    def progress(self, done: int, total: int) -> None:
-        self.waiting.update(f"reading {done:,} of {total:,} tokens")
-
-    def _begin(self) -> None:
-        self.started = True
-        self.waiting.stop()
-        self.render.begin_answer()
-
-    def finish(self, interrupted: bool) -> None:
-        if not self.started:
-            self._begin()
-        self.render.end_answer(interrupted)

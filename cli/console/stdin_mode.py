@@ -12,7 +12,7 @@ stdout as it streams. The exit status is 1 if any line failed, else 0.
 import sys
 
 from . import dispatch
-from .session import Frontend
+from .frontend import Frontend
 
 FENCE = '"""'
 
@@ -56,7 +56,7 @@ class StdinFrontend(Frontend):
 
 def run(session, stream=None) -> int:
     source = LineSource(stream if stream is not None else sys.stdin)
-    session.frontend = StdinFrontend(source, session.render)
+    session.use_frontend(StdinFrontend(source, session.render))
     while not session.quitting:
         message = source.next_message()
         if message is None:

@@ -5,7 +5,7 @@ import re
 import time
 
 from cli.console.render import CLEAR_LINE, Renderer, Waiting
-from cli.console.session import AnswerStream
+from cli.console.answer_stream import AnswerStream
 from cli.console.stats import SessionStats, percentile, turn_line
 from engine.chat import TurnResult
 
