@@ -18,6 +18,12 @@ from .segment_assembly import SegmentFault, assemble
 from .sequence import Sequence
 
 
+def plane_width(model) -> int:
+    """Bytes per value split into planes when rows are compressed: f16 values as two
+    planes (low and high bytes), which compress better; other types whole."""
+    return 2 if model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
+
+
 class ArchiveRows(ArchiveSource):
     kind = "rows"
 
@@ -41,11 +47,10 @@ class ArchiveRows(ArchiveSource):
             raise LoadFailed("llama.cpp refused the state")
 
     def store_job(self, seq: Sequence, full: PathTokens) -> StoreJob:
-        """Every message's rows; f16 values are split into two byte planes, which compress better."""
+        """Every message's rows."""
         ends = full.ends()
         ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
-        planes = 2 if seq.model.config.type_k == llama_cpp.GGML_TYPE_F16 else 1
-        return StoreJob(seq.state(), self.fingerprint, ranges, self.kind, planes)
+        return StoreJob(seq.state(), self.fingerprint, ranges, self.kind, plane_width(seq.model))
 
     def _planes(self, request: Request, message_id: int):
         """A callable giving a segment's decoded planes: decoded early, or read now."""

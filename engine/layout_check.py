@@ -3,6 +3,7 @@
 from . import kvlayout
 from .decode import Decoder
 from .model import Model
+from .row_round_trip import round_trip
 
 PROBE = "chatdb layout check: one two three"
 
@@ -15,7 +16,7 @@ def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, str]":
     decoder = Decoder(model)
     try:
         decoder.prefill(probe, 0)
-        return kvlayout.verify(model.get_state(), split=len(probe) // 2), "rows"
+        return round_trip(model, model.get_state(), split=len(probe) // 2), "rows"
     except kvlayout.LayoutMismatch as exc:
         warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
         return None, "snapshot"

@@ -6,6 +6,7 @@ import pytest
 from engine import kvlayout
 from engine.decode import Decoder
 from engine.model import ContextConfig, Model
+from engine.row_round_trip import round_trip
 from engine.sampling import Sampler, SamplingSettings
 
 
@@ -87,3 +88,18 @@ def test_mismatched_segments_are_refused(open_engine):
         kvlayout.parse(bytes(state)[:-3])
     decoder.close()
     assert np.frombuffer(whole, np.uint8).size == len(tokens) * layout.bytes_per_token
+
+
+def test_the_start_up_round_trip_takes_the_restore_path(model):
+    tokens = model.tokenize("one two three four five six seven eight nine ten")
+    decoder = Decoder(model)
+    decoder.prefill(tokens, 0)
+    state = model.get_state()
+    layout = round_trip(model, state, split=4)  # encoded, decoded and placed as planes
+    assert layout.n_cells == len(tokens)
+    # A state whose cells are not what the layout says is refused.
+    damaged = bytearray(state)
+    damaged[16:20] = (7).to_bytes(4, "little")  # the first cell's position
+    with pytest.raises(kvlayout.LayoutMismatch):
+        round_trip(model, bytes(damaged), split=4)
+    decoder.close()
