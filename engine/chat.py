@@ -23,7 +23,7 @@ from .errors import EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
 from .gguf_header import read_facts
-from .kvcache import KVCache
+from .kvcache import KVCache, archive_source
 from .kvwriter import KVWriter
 from .layout_check import check_layout
 from .model import Model
@@ -57,7 +57,8 @@ class Engine:
                                      else check_layout(model, self.warn))
         self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
-        self.cache = KVCache(Sequence(model), archive, self.fingerprint, self.layout,
+        self.cache = KVCache(Sequence(model), archive,
+                             archive_source(self.kv_mode, self.fingerprint, self.layout),
                              use_archive=use_kv, warn=self.warn,
                              early=early.take(self.fingerprint) if early is not None else None)
         self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \

@@ -10,7 +10,7 @@ import numpy as np
 from chatdb.archive import Archive
 
 from .fingerprint import file_fingerprint, kv_config_fingerprint
-from .kvcache import KVCache
+from .kvcache import KVCache, archive_source
 from .layout_check import check_layout
 from .model import ContextConfig, Model
 from .model_path import resolve_model_path
@@ -32,7 +32,8 @@ class DraftModel:
         self.layout, self.kv_mode = check_layout(self.model, warn)
         self.fingerprint = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
                                                  self.model.config, self.kv_mode, role="draft")
-        self.cache = KVCache(Sequence(self.model), archive, self.fingerprint, self.layout,
+        self.cache = KVCache(Sequence(self.model), archive,
+                             archive_source(self.kv_mode, self.fingerprint, self.layout),
                              use_archive=use_archive, warn=warn)
         self.sampler = Sampler(SamplingSettings(temperature=0))
 

@@ -18,7 +18,7 @@ from . import kvlayout
 from .archive_rows import ArchiveRows
 from .archive_snapshot import ArchiveSnapshot
 from .kvwriter import StoreJob
-from .kv_sources import LivePrefix, LoadFailed, Offer, Request, common_prefix
+from .kv_sources import ArchiveSource, LivePrefix, LoadFailed, Offer, Request, common_prefix
 from .memory_states import MemoryStates
 from .prompt import PathTokens
 from .sequence import Sequence
@@ -36,20 +36,29 @@ class Acquired:
     ahead: bool = False       # restored before the turn began (Engine.prepare)
 
 
+def archive_source(kv_mode: str, fingerprint: str,
+                   layout: "kvlayout.Layout | None") -> ArchiveSource:
+    """The source that restores and stores a model's KV in the archive, by its KV mode
+    (layout_check's choice; the mode is part of the fingerprint, so only one kind is
+    ever stored under it). A new kind of stored memory is one more line here."""
+    if kv_mode == "rows":
+        return ArchiveRows(fingerprint, layout)
+    if kv_mode == "snapshot":
+        return ArchiveSnapshot(fingerprint)
+    raise ValueError(f"unknown KV mode {kv_mode!r}")
+
+
 class KVCache:
     """One sequence's KV and where it comes from."""
 
-    def __init__(self, seq: Sequence, archive: Archive, fingerprint: str,
-                 layout: "kvlayout.Layout | None", use_archive: bool, warn=None,
-                 early: "dict | None" = None, memory: "MemoryStates | None" = None):
-        self.seq, self.archive, self.fingerprint = seq, archive, fingerprint
+    def __init__(self, seq: Sequence, archive: Archive, stored: ArchiveSource, use_archive: bool,
+                 warn=None, early: "dict | None" = None, memory: "MemoryStates | None" = None):
+        self.seq, self.archive, self.stored = seq, archive, stored
+        self.fingerprint = stored.fingerprint
         self.use_archive = use_archive
         self.warn = warn or (lambda message: None)
+        # May be shared by several caches: a state loads into any sequence.
         self.memory = memory if memory is not None else MemoryStates()
-        # What the archive holds for this model: rows where they can be cut (the fingerprint
-        # tells the two apart, so only one kind is ever stored under it).
-        self.stored = (ArchiveRows(fingerprint, layout) if layout is not None
-                       else ArchiveSnapshot(fingerprint))
         # Best first where offers are as long.
         self.sources = [LivePrefix(), self.memory] + ([self.stored] if use_archive else [])
         self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used

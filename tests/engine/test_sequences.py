@@ -5,7 +5,7 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.generate import generate
-from engine.kvcache import KVCache
+from engine.kvcache import KVCache, archive_source
 from engine.layout_check import check_layout
 from engine.memory_states import MemoryStates
 from engine.model import ContextConfig, Model
@@ -20,10 +20,11 @@ def two_sequences(model_path, db_path):
     model = Model(str(model_path), ContextConfig(n_ctx=2048, n_batch=512, n_threads=2,
                                                  flash_attn=False, n_seq_max=2))
     archive = Archive.open(db_path)
-    layout, _ = check_layout(model, lambda message: None)
+    layout, mode = check_layout(model, lambda message: None)
+    stored = archive_source(mode, "test", layout)
     memory = MemoryStates()  # shared: a state of one sequence loads into the other
-    caches = [KVCache(Sequence(model, seq_id), archive, "test", layout, use_archive=False,
-                      memory=memory) for seq_id in (0, 1)]
+    caches = [KVCache(Sequence(model, seq_id), archive, stored, use_archive=False, memory=memory)
+              for seq_id in (0, 1)]
     yield model, caches
     for cache in caches:
         cache.close()
