@@ -35,7 +35,7 @@ from .sampling import Sampler, SamplingSettings
 from .settings import plan
 from .threads import ThreadTuner
 from .tuning import Tuning
-from .turn_result import Turn, TurnResult, speculative_figures
+from .turn_result import TurnParts, TurnResult, speculative_figures
 from .window import fit_window
 
 
@@ -143,7 +143,7 @@ class Engine:
         with self.archive.transaction():
             message = self.archive.add_message(conv_id, "user", text)
             self.archive.tokens.put(message.id, self.tokenizer, user_tokens)
-        return self._answer(Turn(conv_id, message.id, started), path + [message], on_text,
+        return self._answer(TurnParts(conv_id, message.id, started), path + [message], on_text,
                             cancelled, settings, progress)
 
     def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
@@ -151,7 +151,7 @@ class Engine:
                stop: "list[str] | None" = None) -> TurnResult:
         """Answer an existing message (regenerate, or after an edit) as a new branch;
         `stop` strings end the answer where one appears (not part of it)."""
-        turn = Turn(conv_id, None, self._begin_turn())
+        turn = TurnParts(conv_id, None, self._begin_turn())
         path = self.archive.path(message_id)
         return self._answer(turn, path, on_text, cancelled, sampling or self.sampling, progress,
                             stop)
@@ -176,7 +176,7 @@ class Engine:
                 f"the message is {len(user_tokens)} tokens; with the system prompt it does not "
                 f"fit the context of {self.model.n_ctx} tokens (room for {room})")
 
-    def _answer(self, turn: Turn, path, on_text, cancelled, settings, progress,
+    def _answer(self, turn: TurnParts, path, on_text, cancelled, settings, progress,
                 stop=None) -> TurnResult:
         self.tuning.before_turn()
         tokens = self.prompts.path_tokens(path)

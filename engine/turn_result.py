@@ -32,7 +32,7 @@ class TurnResult:
 
 
 @dataclass
-class Turn:
+class TurnParts:
     """A turn's parts as the engine gathers them."""
     conversation_id: int
     user_message_id: "int | None"
