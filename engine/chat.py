@@ -201,7 +201,7 @@ class Engine:
         # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
         message_id = self._save_answer(turn.conversation_id, path, opening, gen,
                                        len(tokens.flat()),
-                                       exact=not window.left_out and not gen.stopped_by_text)
+                                       exact=not window.left_out)
         if not window.left_out:
             self._store_kv(path, tokens, message_id)
         return turn.result(message_id, gen, acquired, self.warnings,
@@ -215,8 +215,8 @@ class Engine:
 
     def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
         """Commit the answer with its exact tokens, and feed its tail to the model."""
-        answer = (self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens)
-                  if exact else None)
+        answer = (self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens,
+                                             gen.covered) if exact else None)
         with self.archive.transaction():
             message = self.archive.add_message(
                 conv_id, "assistant", gen.text, parent_id=path[-1].id, status=gen.status,

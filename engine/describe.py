@@ -4,7 +4,7 @@
 def describe(engine) -> dict:
     """Model, settings chosen, speculative decoding, KV storage and hardware, as plain data."""
     model = engine.model
-    template = "model" if model.metadata().get("tokenizer.chat_template") else "chatml"
+    template = model.template_kind()
     return {
         "model": {"path": model.path, "description": model.description(),
                   "size_bytes": model.size_bytes(), "n_ctx_train": model.n_ctx_train(),

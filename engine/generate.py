@@ -35,7 +35,8 @@ class Generation:
     accepted: int = 0
     target_forwards: int = 0
     timings: list = field(default_factory=list)   # (rows, cells, ms) of each forward pass
-    stopped_by_text: bool = False   # ended at a stop string: text and tokens differ
+    stopped_by_text: bool = False   # ended at a stop string or a turn marker written as text
+    covered: "int | None" = None   # characters of text the kept tokens spell (None: all of it)
 
     @property
     def status(self) -> str:
@@ -56,7 +57,10 @@ class Stream:
     def __init__(self, model: Model, max_tokens: int, on_text, cancelled, stop=None):
         self.model, self.max_tokens = model, max_tokens
         self.on_text, self.cancelled = on_text, cancelled
-        self.stop = StopText(stop)
+        # Turn markers the model writes as text end the answer too (stop_text.py).
+        self.stop = StopText(list(stop or []) + model.markers)
+        self.ends: list[int] = []      # characters decoded through each token
+        self.cut: "int | None" = None  # tokens kept when a stop string ended the answer
         self.out = Generation()
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.pieces: list[str] = []
@@ -71,8 +75,7 @@ class Stream:
         if self.model.is_eog(token):
             out.finish = "stop"
             return True
-        self._text(self.stop.feed(self.utf8.decode(self.model.piece(token))))
-        if self.stop.hit:
+        if self._piece(self.utf8.decode(self.model.piece(token))):
             out.finish, out.stopped_by_text = "stop", True
             return True
         if len(out.tokens) >= self.max_tokens:
@@ -82,6 +85,16 @@ class Stream:
             out.finish = "cancelled"
             return True
         return False
+
+    def _piece(self, text: str) -> bool:
+        """Stream one token's text; True if a stop string began (the answer ends before it)."""
+        self.ends.append((self.ends[-1] if self.ends else 0) + len(text))
+        self._text(self.stop.feed(text))
+        if not self.stop.hit:
+            return False
+        stop_at = sum(len(p) for p in self.pieces)   # what was let through ends where it began
+        self.cut = sum(1 for end in self.ends if end <= stop_at)
+        return True
 
     def _text(self, text: str) -> None:
         if text:
@@ -94,6 +107,9 @@ class Stream:
             self._text(self.stop.feed(self.utf8.decode(b"", final=True)))
             self._text(self.stop.flush())
         self.out.text = "".join(self.pieces)
+        if self.cut is not None:  # the stop's tokens are not part of the answer
+            self.out.tokens = self.out.tokens[:self.cut]
+            self.out.covered = self.ends[self.cut - 1] if self.cut else 0
         return self.out
 
 
@@ -107,13 +123,17 @@ def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
         stream.out.finish = "cancelled" if max_tokens > 0 else "length"
         return stream.close()
     context = cache.live.tolist()
+    start = len(context)
     decoded: list[int] = []
     try:
         _run(model, cache, sampler, stream, context, decoded, drafter, policy or DraftPolicy(),
              clock)
     finally:
         cache.mark_decoded(decoded)  # keep the cache's token list true to the KV, whatever happens
-    return stream.close()
+    out = stream.close()
+    if stream.cut is not None:
+        cache.truncate(start + len(out.tokens))
+    return out
 
 
 def _run(model, cache, sampler, stream, context, decoded, drafter, policy, clock) -> None:

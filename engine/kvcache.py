@@ -166,6 +166,11 @@ class KVCache:
         """The job that stores the sequence's KV of the path `full`, which it holds."""
         return self.stored.store_job(self.seq, full)
 
+    def truncate(self, n: int) -> None:
+        """Forget the KV of tokens from `n` on (an answer cut short)."""
+        if n < len(self.seq.tokens):
+            self.seq.keep(n)
+
     def reset(self) -> None:
         """Hold nothing."""
         self.seq.keep(0)

@@ -14,6 +14,8 @@ import numpy as np
 from llama_cpp._internals import LlamaContext, LlamaModel
 
 from .errors import EngineError
+from .builtin_template import PREFIX, BuiltinTemplate, family_format
+from .stop_text import turn_markers
 from .template import CHATML, ChatTemplate
 
 
@@ -65,6 +67,7 @@ class Model:
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.template = self._template()
+        self.markers = turn_markers(self.template)   # written as text, they end an answer
 
     # -- facts about the model ----------------------------------------------
 
@@ -110,13 +113,27 @@ class Model:
                     or llama_cpp.llama_model_is_hybrid(self.model))
 
     def _template(self) -> ChatTemplate:
-        source = self.metadata().get("tokenizer.chat_template") or CHATML
+        """The file's template; without one, its family's format where llama.cpp knows it, else ChatML."""
+        source = self.metadata().get("tokenizer.chat_template")
         bos = self.piece(llama_cpp.llama_vocab_bos(self.vocab), special=True).decode(errors="replace")
         eos = self.piece(llama_cpp.llama_vocab_eos(self.vocab), special=True).decode(errors="replace")
-        try:
-            return ChatTemplate(source, bos_token=bos, eos_token=eos)
-        except Exception:  # a template this Jinja cannot compile: chat in ChatML
-            return ChatTemplate(CHATML, bos_token=bos, eos_token=eos)
+        if source:
+            try:
+                return ChatTemplate(source, bos_token=bos, eos_token=eos)
+            except Exception:  # a template this Jinja cannot compile: chat in ChatML
+                return ChatTemplate(CHATML, bos_token=bos, eos_token=eos)
+        family = family_format(self.metadata().get("general.architecture", ""),
+                               lambda text: len(self.tokenize(text)) == 1)
+        if family is not None:
+            return BuiltinTemplate(PREFIX + family, bos_token=bos, eos_token=eos,
+                                   add_bos=llama_cpp.llama_vocab_get_add_bos(self.vocab))
+        return ChatTemplate(CHATML, bos_token=bos, eos_token=eos)
+
+    def template_kind(self) -> str:
+        """'model' (the file's own), 'llama.cpp:NAME' (its family's built-in format) or 'chatml'."""
+        if isinstance(self.template, BuiltinTemplate):
+            return self.template.source
+        return "chatml" if self.template.source == CHATML else "model"
 
     # -- tokens --------------------------------------------------------------
 

@@ -80,15 +80,18 @@ class PromptBuilder:
         return self.model.tokenize(self.model.template.generation_prompt(as_chat(path)))
 
     def answer_tokens(self, before: list[dict], opening: list[int], content: str,
-                      generated: list[int]) -> "list[int] | None":
+                      generated: list[int], covered: "int | None" = None) -> "list[int] | None":
         """An answer's exact tokens: its opening, what was generated, the template's close.
 
-        None when the template does not render the answer as opening +
-        content + suffix (then they cannot be the tokens the model saw).
+        `covered` is how much of `content` the generated tokens spell (less
+        when a marker the model wrote as text cut a token short); the rest is
+        tokenized with the close. None when the template does not render the
+        answer as opening + content + suffix (then they cannot be the tokens
+        the model saw).
         """
         template = self.model.template
         text = template.message_text(before, {"role": "assistant", "content": content})
-        head = template.generation_prompt(before) + content
+        head = template.generation_prompt(before) + content[:covered]
         if not text.startswith(head):
             return None
         suffix = text[len(head):]
