@@ -12,10 +12,14 @@ process and asked one more question, this prints the time to first token:
 All run with the settings chatdb chooses for this machine (threads, flash
 attention, GPU layers).
 
-plus KV bytes stored per token against raw KV bytes, and the storage of ten
-forks of one chain against that chain alone. Medians of --repeat runs.
+plus KV bytes stored per token against the raw state llama.cpp writes for
+the chat, storage after ten real turns against the first turn's scaled by
+the growth in tokens, and the storage of ten forks of one chain against that
+chain alone. Medians of --repeat runs. --model (repeatable) runs the same
+measurements for each model file, in the same run; typed and diskcache
+render ChatML, so they are measured for the default model only.
 
-    python bench/resume.py [--sizes 1000,2000,4000] [--repeat 3]
+    python bench/resume.py [--model PATH ...] [--sizes 1000,2000,4000] [--repeat 3]
 """
 
 import argparse
@@ -40,8 +44,12 @@ FILLER = ("The history of navigation runs from stars and coastlines to compasses
           "chronometers and satellites; each step let sailors go farther with less risk. ")
 
 
+MODEL: "str | None" = None   # the model file under test (None: chatdb's default)
+
+
 def chatdb(db, *args) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = ("--model", MODEL, *args) if MODEL else args
     proc = subprocess.run([sys.executable, "-m", "cli.main", "--db", str(db), "ask", "--json", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT, check=True)
     return json.loads(proc.stdout)
@@ -51,8 +59,8 @@ def tokens_per_turn() -> int:
     """Prompt tokens one question-and-answer pair of build_chat adds (with ChatML framing)."""
     from engine.model import ContextConfig, Model
     from engine.model_path import resolve_model_path
-    model = Model(str(resolve_model_path()), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
-                                                           flash_attn=True))
+    model = Model(str(resolve_model_path(MODEL)), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
+                                                                flash_attn=True))
     try:
         return len(model.tokenize(FILLER * 9)) + 16
     finally:
@@ -106,7 +114,7 @@ def typed_worker(db: str, conv_id: int) -> None:
     from engine.chat import Engine
     from engine.sampling import SamplingSettings
     with Archive.open(db) as archive:
-        engine = Engine.open(archive, sampling=SamplingSettings(temperature=0, seed=1, max_tokens=8))
+        engine = Engine.open(archive, MODEL, sampling=SamplingSettings(temperature=0, seed=1, max_tokens=8))
         engine.prepare(conv_id)          # what the console does as a chat opens
         time.sleep(TYPING)
         r = engine.reply(conv_id, QUESTION)
@@ -129,34 +137,77 @@ def diskcache(model, cache_dir, prompt) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(size: int, repeat: int, model: str, work: Path) -> dict:
+def measure(size: int, repeat: int, model: str, work: Path, baselines: bool) -> dict:
     db = work / f"chat{size}.db"
     conv_id = build_chat(db, size)
     history = rendered_prompt(db, conv_id)
     ask_prompt = history + f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     cache_dir = str(work / f"diskcache{size}")
-    diskcache(model, cache_dir, history + "<|im_start|>assistant\n")  # fills the cache
+    if baselines:
+        diskcache(model, cache_dir, history + "<|im_start|>assistant\n")  # fills the cache
     rows = {"chatdb": [], "typed": [], "re-read": [], "diskcache": []}
     restored = None
     for _ in range(repeat):
         # Each run starts again from the stored chat: fork its head, ask there.
-        with Archive.open(db) as archive:
-            fork = archive.fork(archive.conversation(conv_id).head_id).id
-        r = chatdb(db, "--conv", str(fork), *ASK, QUESTION)
+        r = chatdb(db, "--conv", str(_fork_head(db, conv_id)), *ASK, QUESTION)
         rows["chatdb"].append(r["timings"]["ttft_ms"])
         restored = r["kv"]
-        with Archive.open(db) as archive:
-            fork = archive.fork(archive.conversation(conv_id).head_id).id
-        rows["typed"].append(typed(db, fork)["ttft_ms"])
-        with Archive.open(db) as archive:
-            fork = archive.fork(archive.conversation(conv_id).head_id).id
-        rows["re-read"].append(chatdb(db, "--conv", str(fork), "--no-kv", *ASK, QUESTION)["timings"]["ttft_ms"])
-        rows["diskcache"].append(diskcache(model, cache_dir, ask_prompt)["ttft_ms"])
+        if baselines:
+            rows["typed"].append(typed(db, _fork_head(db, conv_id))["ttft_ms"])
+            rows["diskcache"].append(diskcache(model, cache_dir, ask_prompt)["ttft_ms"])
+        rows["re-read"].append(chatdb(db, "--conv", str(_fork_head(db, conv_id)), "--no-kv", *ASK,
+                                      QUESTION)["timings"]["ttft_ms"])
     with Archive.open(db) as archive:
         usage = archive.kv.usage()
-    return {"size": size, "tokens": restored["restored_tokens"] + restored["computed_tokens"],
-            "restored": restored, **{k: statistics.median(v) for k, v in rows.items()},
-            "stored_per_raw": usage.stored_bytes / usage.raw_bytes, "db": db, "conv": conv_id}
+        (stored_tokens,) = archive.conn.execute("SELECT sum(n_tokens) FROM kv_segments").fetchone()
+    tokens = restored["restored_tokens"] + restored["computed_tokens"]
+    return {"size": size, "tokens": tokens, "restored": restored,
+            **{k: statistics.median(v) if v else float("nan") for k, v in rows.items()},
+            "stored_per_raw": usage.stored_bytes / usage.raw_bytes,
+            "stored_per_token": usage.stored_bytes / stored_tokens,
+            "state_per_token": raw_state_bytes(tokens) / tokens, "db": db, "conv": conv_id}
+
+
+def _fork_head(db, conv_id) -> int:
+    with Archive.open(db) as archive:
+        return archive.fork(archive.conversation(conv_id).head_id).id
+
+
+def raw_state_bytes(n_tokens: int) -> int:
+    """The size of the sequence state llama.cpp writes for a chat of n_tokens (this model),
+    from the layout of a tiny state: an iSWA cache writes only its window's cells."""
+    import llama_cpp
+
+    from engine import kvlayout
+    from engine.decode import Decoder
+    from engine.model import ContextConfig, Model
+    from engine.model_path import resolve_model_path
+    model = Model(str(resolve_model_path(MODEL)), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
+                                                                flash_attn=False))
+    decoder = Decoder(model)
+    try:
+        decoder.prefill(model.tokenize(FILLER)[:8], 0)
+        window = llama_cpp.llama_model_n_swa(model.model) if model.memory_kind() == "iswa" else None
+        layout = kvlayout.parse(model.get_state(), window)
+    finally:
+        decoder.close()
+        model.close()
+    dropped = n_tokens - min(n_tokens, window) if window else 0
+    return layout.state_size(n_tokens) - dropped * (layout.part_bytes(1) + 12)
+
+
+def turns_growth(work: Path, turns: int = 10) -> float:
+    """Storage after `turns` real turns over storage after the first, per growth in tokens."""
+    db = work / "turns.db"
+    points = []
+    for i in range(turns):
+        chatdb(db, *(("-c",) if i else ()), *ASK, f"Turn {i}: " + FILLER * 3)
+        with Archive.open(db) as archive:
+            stored = archive.kv.usage().stored_bytes
+            (tokens,) = archive.conn.execute("SELECT sum(n_tokens) FROM kv_segments").fetchone()
+        points.append((stored, tokens))
+    (s1, t1), (sn, tn) = points[0], points[-1]
+    return (sn / s1) / (tn / t1)
 
 
 def forks_storage(db: Path, conv_id: int) -> float:
@@ -179,15 +230,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,2000,4000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--model", action="append", metavar="PATH",
+                        help="a GGUF file to measure (repeatable; 'default' is chatdb's default model)")
     args = parser.parse_args()
+    for model in args.model or ["default"]:
+        report(None if model == "default" else model, args)
+
+
+def report(model_file: "str | None", args) -> None:
+    global MODEL
     from engine.model_path import resolve_model_path
-    model = str(resolve_model_path())
+    MODEL = model_file
+    model = str(resolve_model_path(model_file))
+    baselines = model_file is None
     with tempfile.TemporaryDirectory() as tmp:
-        results = [measure(int(s), args.repeat, model, Path(tmp)) for s in args.sizes.split(",")]
+        results = [measure(int(s), args.repeat, model, Path(tmp), baselines) for s in args.sizes.split(",")]
         # Fresh chain for the fork figure: the measurements above already forked it.
         fork_db = Path(tmp) / "forks.db"
         ratio = forks_storage(fork_db, build_chat(fork_db, 2000))
-    print(f"\nTime to first token after reopening a chat in a new process (median of {args.repeat}, ms)")
+        growth = turns_growth(Path(tmp))
+    print(f"\n{Path(model).name}: time to first token after reopening a chat in a new process "
+          f"(median of {args.repeat}, ms)")
     print(f"{'tokens':>7} {'chatdb':>8} {'typed':>7} {'re-read':>9} {'diskcache':>10} "
           f"{'vs re-read':>11} {'vs diskcache':>13} {'typed vs diskcache':>19} {'restored':>9} {'restore ms':>11}")
     for r in results:
@@ -195,10 +258,15 @@ def main() -> None:
               f"{r['diskcache']:>10.1f} {r['re-read'] / r['chatdb']:>10.1f}x "
               f"{r['diskcache'] / r['chatdb']:>12.1f}x {r['diskcache'] / r['typed']:>18.1f}x "
               f"{r['restored']['restored_tokens']:>9} {r['restored']['restore_ms']:>11.1f}")
-    print("typed: the console restores a chat as it opens; the first token then waits only "
-          "for the question itself.")
-    print(f"\nKV bytes stored per raw KV byte: " +
+    if baselines:
+        print("typed: the console restores a chat as it opens; the first token then waits only "
+              "for the question itself.")
+    print("KV bytes stored per raw KV byte: " +
           ", ".join(f"{r['tokens']} tokens: {r['stored_per_raw']:.3f}" for r in results))
+    print("KV bytes stored per token of the tree vs llama.cpp's state per token at that length: " +
+          ", ".join(f"{r['tokens']} tokens: {r['stored_per_token']:.0f} vs {r['state_per_token']:.0f}"
+                    for r in results))
+    print(f"Storage after 10 turns vs after the first, per growth in tokens: {growth:.3f}")
     print(f"Storage of ten forks of a 2,000-token chain vs the chain alone: {ratio:.3f}x")
 
 

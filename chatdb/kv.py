@@ -50,9 +50,19 @@ ORDER BY depth DESC, kind = 'snapshot' LIMIT 1"""
 # key, because sorting rows that carry them copies every byte through
 # SQLite's sorter (4x slower at 4,000 tokens).
 ROWS_ALONG_PATH = WALK_UP + """
-SELECT k.message_id, k.n_tokens
+SELECT k.message_id, k.n_tokens, k.raw_size
 FROM up JOIN kv_segments k ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'rows'
 ORDER BY up.depth"""
+
+# Snapshots stored on the path above :message_id (itself excluded) that are
+# neither a conversation's head nor a branch point: candidates to delete when
+# a deeper snapshot supersedes them (the caller keeps periodic checkpoints).
+SUPERSEDED_SNAPSHOTS = WALK_UP + """
+SELECT k.message_id FROM up JOIN kv_segments k
+    ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'snapshot'
+WHERE up.id != :message_id
+  AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.head_id = up.id)
+  AND (SELECT count(*) FROM messages c WHERE c.parent_id = up.id) < 2"""
 
 FINGERPRINTS_FOR = "SELECT DISTINCT fingerprint FROM kv_segments WHERE message_id = ?"
 STORED_BYTES = "SELECT count(*), coalesce(sum(length(data)), 0), coalesce(sum(raw_size), 0) FROM kv_segments"
@@ -82,6 +92,7 @@ class Segment:
 class SegmentRef:
     message_id: int
     n_tokens: int
+    raw_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,11 @@ class KVStore:
     def rows_along_path(self, message_id: int, fingerprint: str) -> list[Segment]:
         """The 'rows' segments from the root down to `message_id`, in path order."""
         return [self.get(ref.message_id, fingerprint) for ref in self.rows_index(message_id, fingerprint)]
+
+    def superseded_snapshots(self, message_id: int, fingerprint: str) -> list[int]:
+        """Messages above `message_id` whose snapshot is neither at a head nor at a branch point."""
+        rows = self.conn.execute(SUPERSEDED_SNAPSHOTS, {"message_id": message_id, "fp": fingerprint})
+        return [r[0] for r in rows]
 
     def fingerprints_for(self, message_id: int) -> set[str]:
         """Fingerprints any KV of this message is stored under."""

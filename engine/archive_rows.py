@@ -4,6 +4,11 @@ Every message from the root to the deepest point stored has its own rows
 (a fork shares its ancestors'), so the state is their concatenation, rebuilt
 on the decoder pool (segment_assembly.py). A damaged segment is deleted
 here, so that the rows recomputed by the turn replace it.
+
+With sliding-window layers (a layout with a window) a message's segment
+holds the sliding-window rows of its last tokens only, as many as the state
+it was cut from still held: a point is restorable where the segments cover
+the window before it (kvlayout).
 """
 
 import llama_cpp
@@ -11,7 +16,7 @@ import llama_cpp
 from chatdb.kv import CorruptKV
 
 from . import kvlayout
-from .kv_sources import ArchiveSource, LoadFailed, Request
+from .kv_sources import ArchiveSource, LoadFailed, Offer, Request
 from .kvwriter import StoreJob
 from .prompt import PathTokens
 from .segment_assembly import SegmentFault, assemble
@@ -46,11 +51,24 @@ class ArchiveRows(ArchiveSource):
         if not seq.load(state, request.target[:n_tokens]):
             raise LoadFailed("llama.cpp refused the state")
 
-    def store_job(self, seq: Sequence, full: PathTokens) -> StoreJob:
+    def store_job(self, seq: Sequence, full: PathTokens, earlier=None) -> StoreJob:
         """Every message's rows."""
         ends = full.ends()
         ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
-        return StoreJob(seq.state(), self.fingerprint, ranges, self.kind, plane_width(seq.model))
+        return StoreJob(seq.state(), self.fingerprint, ranges, self.kind, plane_width(seq.model),
+                        self.layout.window, earlier if self.layout.window else None)
+
+    def offer(self, request: Request, seq: Sequence) -> "Offer | None":
+        point = request.stored
+        if self.layout.window is None or point is None or point.kind != self.kind:
+            return super().offer(request, seq)
+        message_id = covered_point(self.layout, request.archive.kv.rows_index(point.message_id,
+                                                                              self.fingerprint))
+        if message_id is None:
+            return None
+        n = request.tokens_through(message_id)
+        return Offer("archive", min(n, request.limit),
+                     lambda seq: self.load(seq, request, message_id, n))
 
     def _planes(self, request: Request, message_id: int):
         """A callable giving a segment's decoded planes: decoded early, or read now."""
@@ -61,3 +79,16 @@ class ArchiveRows(ArchiveSource):
         if segment is None:
             raise CorruptKV(f"message {message_id}: segment deleted while reading")
         return segment.planes
+
+
+def covered_point(layout: kvlayout.Layout, refs) -> "int | None":
+    """The deepest message of `refs` (SegmentRef, root first) whose window of
+    sliding-window rows the segments up to it hold."""
+    spans = [(r.n_tokens, layout.tail(r.n_tokens, r.raw_size)) for r in refs]
+    ends = [sum(n for n, _ in spans[:i + 1]) for i in range(len(spans))]
+    for k in range(len(refs) - 1, -1, -1):
+        need_from = ends[k] - layout.window
+        if all(t >= end - max(end - n, need_from)
+               for (n, t), end in zip(spans[:k + 1], ends) if end > need_from):
+            return refs[k].message_id
+    return None

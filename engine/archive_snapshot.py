@@ -1,7 +1,7 @@
 """A state source: a whole state stored at a message (for memory that cannot be cut into rows).
 
-Sliding-window, recurrent and hybrid models store these at message
-boundaries (kv_mode "snapshot"); the deepest one on the path stands alone.
+Recurrent, hybrid and other models whose KV is not cut into rows store
+these at message boundaries (kv_mode "snapshot"); the deepest one on the path stands alone.
 A damaged one is deleted here, so the state stored after the turn replaces it.
 """
 
@@ -28,7 +28,9 @@ class ArchiveSnapshot(ArchiveSource):
         if not seq.load(state, request.target[:n_tokens]):
             raise LoadFailed("llama.cpp refused the state")
 
-    def store_job(self, seq: Sequence, full: PathTokens) -> StoreJob:
-        """The whole state, at the path's last message."""
-        return StoreJob(seq.state(), self.fingerprint, [(full.message_ids[-1], 0, full.ends()[-1])],
-                        self.kind, 1)
+    def store_job(self, seq: Sequence, full: PathTokens, earlier=None) -> StoreJob:
+        """The whole state, at the path's last message; the path's ranges tell the
+        writer which older snapshots stay as checkpoints."""
+        ends = full.ends()
+        return StoreJob(seq.state(), self.fingerprint,
+                        list(zip(full.message_ids, [0] + ends[:-1], ends)), self.kind, 1)

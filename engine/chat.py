@@ -188,7 +188,7 @@ class Engine:
         prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
         turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
         acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
-                                      progress)
+                                      progress, capture=len(prompt) - len(opening))
         drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
         with Sampler(settings, self.model.n_vocab) as sampler:
             if settings.repeat_penalty != 1.0:

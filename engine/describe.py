@@ -1,9 +1,11 @@
 """The engine's own account of itself, for `chatdb doctor` and the console's /model."""
 
+from .layout_check import STORED_AS
+
 
 def describe(engine) -> dict:
     """Model, settings chosen, speculative decoding, KV storage and hardware, as plain data."""
-    model = engine.model
+    model, layout = engine.model, engine.layout
     template = model.template_kind()
     return {
         "model": {"path": model.path, "description": model.description(),
@@ -12,8 +14,12 @@ def describe(engine) -> dict:
         "settings": {**model.config.__dict__, "offload": engine.offload},
         "speculative": {"mode": engine.draft_mode,
                         "draft_model": engine.draft.model.path if engine.draft else None},
-        "kv": {"mode": engine.kv_mode, "fingerprint": engine.fingerprint, "enabled": engine.use_kv,
-               "bytes_per_token": engine.layout.bytes_per_token if engine.layout else None},
+        "kv": {"mode": engine.kv_mode, "memory": model.memory_kind(),
+               "stored_as": STORED_AS[engine.kv_mode], "fingerprint": engine.fingerprint,
+               "enabled": engine.use_kv,
+               "bytes_per_token": layout.row_bytes_per_token if layout else None,
+               "window": layout.window if layout else None,
+               "window_bytes_per_token": layout.part_bytes(1) if layout and layout.window else None},
         "hardware": engine.report.to_dict(),
         **engine.tuning.describe(),
     }

@@ -41,7 +41,7 @@ def archive_source(kv_mode: str, fingerprint: str,
     """The source that restores and stores a model's KV in the archive, by its KV mode
     (layout_check's choice; the mode is part of the fingerprint, so only one kind is
     ever stored under it). A new kind of stored memory is one more line here."""
-    if kv_mode == "rows":
+    if kv_mode in ("rows", "rows+window"):   # the layout's window tells them apart
         return ArchiveRows(fingerprint, layout)
     if kv_mode == "snapshot":
         return ArchiveSnapshot(fingerprint)
@@ -58,7 +58,8 @@ class KVCache:
         self.use_archive = use_archive
         self.warn = warn or (lambda message: None)
         # May be shared by several caches: a state loads into any sequence.
-        self.memory = memory if memory is not None else MemoryStates()
+        self.memory = memory if memory is not None else MemoryStates(getattr(stored, "layout", None))
+        self.captured: "tuple[int, memoryview] | None" = None   # see acquire
         # Best first where offers are as long.
         self.sources = [LivePrefix(), self.memory] + ([self.stored] if use_archive else [])
         self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used
@@ -80,8 +81,15 @@ class KVCache:
     def decoder(self):
         return self.seq.decoder
 
-    def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None) -> Acquired:
-        """Make the sequence hold the KV of `target` (logits ready for its last token)."""
+    def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None,
+                capture: "int | None" = None) -> Acquired:
+        """Make the sequence hold the KV of `target` (logits ready for its last token).
+
+        `capture`: a message boundary inside `target` (the question's end). If
+        it is computed here, a sliding-window model's state there is kept for
+        store_job: by the answer's end the state llama.cpp writes may have lost
+        the question's last window of sliding-window rows.
+        """
         started = time.perf_counter()
         # The last token is always computed, for its logits.
         offer = self._restore(self._request(target, path, self.archive, len(target) - 1), self.warn)
@@ -92,7 +100,12 @@ class KVCache:
             source, restore_ms = self.ahead
         self.ahead = None
         t = time.perf_counter()
-        self.seq.prefill(target[n:], progress)
+        self.captured = None
+        layout = getattr(self.stored, "layout", None)
+        if layout is not None and layout.window and capture is not None and n < capture < len(target):
+            self.seq.prefill(target[n:capture])
+            self.captured = (capture, self.seq.state())
+        self.seq.prefill(target[len(self.seq.tokens):], progress)
         return Acquired(n, source, len(target) - n, restore_ms, (time.perf_counter() - t) * 1000, ahead)
 
     def warm(self, path: PathTokens, archive: Archive, warn) -> None:
@@ -164,7 +177,8 @@ class KVCache:
 
     def store_job(self, full: PathTokens) -> StoreJob:
         """The job that stores the sequence's KV of the path `full`, which it holds."""
-        return self.stored.store_job(self.seq, full)
+        captured, self.captured = self.captured, None
+        return self.stored.store_job(self.seq, full, captured)
 
     def truncate(self, n: int) -> None:
         """Forget the KV of tokens from `n` on (an answer cut short)."""

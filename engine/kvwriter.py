@@ -24,6 +24,11 @@ class StoreJob:
     ranges: list          # (message_id, start, stop): rows, or a snapshot of [0, stop)
     kind: str = "rows"
     plane_width: int = 2
+    window: "int | None" = None   # sliding-window size of an iSWA state (kvlayout.parse)
+    # (tokens, state) from earlier in the turn: messages ending there are cut from it,
+    # since it still holds their last window of sliding-window rows
+    earlier: "tuple[int, memoryview] | None" = None
+    checkpoint_tokens: int = 2048  # snapshots: keep one per this many tokens along a path
 
 
 class KVWriter:
@@ -62,11 +67,16 @@ class KVWriter:
             self.jobs.task_done()
 
     def _store(self, archive: Archive, job: StoreJob) -> None:
-        layout = kvlayout.parse(job.state) if job.kind == "rows" else None
+        if job.kind == "snapshot":
+            return self._store_snapshot(archive, job)
+        layout = kvlayout.parse(job.state, job.window)
+        at, early = job.earlier or (-1, None)
+        early_layout = kvlayout.parse(early, job.window) if early is not None else None
         for message_id, start, stop in job.ranges:
             if archive.kv.has(message_id, job.fingerprint, job.kind):
                 continue
-            raw = kvlayout.cut(job.state, layout, start, stop) if layout else job.state
+            raw = (kvlayout.cut(early, early_layout, start, stop) if stop <= at
+                   else kvlayout.cut(job.state, layout, start, stop))
             encoded = kv.encode(raw, job.plane_width)
             with archive.transaction():
                 if not archive.has_message(message_id):
@@ -74,3 +84,33 @@ class KVWriter:
                 self.stored_bytes += archive.kv.put_encoded(
                     message_id, job.fingerprint, job.kind, int(stop - start), encoded)
             self.stored_segments += 1
+
+    def _store_snapshot(self, archive: Archive, job: StoreJob) -> None:
+        """The whole state at the path's last message; in the same transaction, the
+        snapshots above it that this one supersedes are deleted (see checkpoints)."""
+        message_id, _, stop = job.ranges[-1]
+        if archive.kv.has(message_id, job.fingerprint, "snapshot"):
+            return
+        encoded = kv.encode(job.state, 1)
+        with archive.transaction():
+            if not archive.has_message(message_id):
+                return  # deleted meanwhile
+            self.stored_bytes += archive.kv.put_encoded(
+                message_id, job.fingerprint, "snapshot", int(stop), encoded)
+            superseded = archive.kv.superseded_snapshots(message_id, job.fingerprint)
+            for old in superseded_by(job.ranges, superseded, job.checkpoint_tokens):
+                archive.kv.delete(old, job.fingerprint, "snapshot")
+        self.stored_segments += 1
+
+
+def superseded_by(ranges, candidates: list[int], every: int) -> list[int]:
+    """Of the snapshots `candidates` above the path's last message (ranges:
+    message_id, start, stop in path order), those to delete: all but the
+    deepest in each stretch of `every` tokens, and all in the new one's own
+    stretch. What is kept bounds how much a restore anywhere recomputes."""
+    stops = {message_id: stop for message_id, _, stop in ranges}
+    newest = {stops[ranges[-1][0]] // every: ranges[-1][0]}
+    for message_id in sorted(candidates, key=lambda m: stops[m], reverse=True):
+        newest.setdefault(stops[message_id] // every, message_id)
+    kept = set(newest.values())
+    return [m for m in candidates if m not in kept]

@@ -1,4 +1,12 @@
-"""The start-up check that a model's KV can be cut into per-token rows."""
+"""The start-up check that a model's KV can be cut into per-token rows.
+
+Plain attention: a tiny live state cut at a message boundary comes back
+byte for byte through the path restores take (row_round_trip). Interleaved
+sliding-window attention: the state rebuilt from two segments (its
+sliding-window cache widened to every position) is loaded into llama.cpp,
+and the state llama.cpp then writes must be the live one, byte for byte.
+Anything else, or any mismatch, keeps whole snapshots.
+"""
 
 from . import kvlayout
 from .decode import Decoder
@@ -7,19 +15,41 @@ from .row_round_trip import round_trip
 
 PROBE = "chatdb layout check: one two three"
 
+ROWS, WINDOW, SNAPSHOT = "rows", "rows+window", "snapshot"
+# How each KV mode keeps a conversation's state (chatdb doctor).
+STORED_AS = {ROWS: "rows", WINDOW: "rows + window", SNAPSHOT: "snapshots"}
+
 
 def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, str]":
-    """(layout, 'rows') if a tiny live state cuts and re-joins byte for byte, else (None, 'snapshot')."""
-    if not model.cuttable_memory():
-        return None, "snapshot"
+    """(layout, 'rows' or 'rows+window') if a tiny live state round-trips, else (None, 'snapshot')."""
+    kind = model.memory_kind()
+    if kind not in ("attention", "iswa"):
+        return None, SNAPSHOT
     probe = model.tokenize(PROBE)
     decoder = Decoder(model)
     try:
         decoder.prefill(probe, 0)
-        return round_trip(model, model.get_state(), split=len(probe) // 2), "rows"
+        state = model.get_state()
+        if kind == "attention":
+            return round_trip(model, state, split=len(probe) // 2), ROWS
+        return _verify_window(model, state, len(probe) // 2), WINDOW
     except kvlayout.LayoutMismatch as exc:
         warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
-        return None, "snapshot"
+        return None, SNAPSHOT
     finally:
         decoder.close()
         model.clear()
+
+
+def _verify_window(model: Model, state, split: int) -> kvlayout.Layout:
+    """Rebuild `state` from two segments, load it, and compare what llama.cpp writes back."""
+    live = bytes(state)
+    layout = kvlayout.parse(live, window=model.n_swa)
+    n = layout.n_cells
+    segments = [kvlayout.cut(live, layout, 0, split), kvlayout.cut(live, layout, split, n)]
+    rebuilt = kvlayout.assemble(layout, segments, n, [split, n - split])
+    if not model.set_state(rebuilt):
+        raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
+    if bytes(model.get_state()) != live:
+        raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")
+    return layout

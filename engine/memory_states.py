@@ -2,13 +2,17 @@
 
 A state source (kv_sources.py): it offers the entry sharing the longest
 prefix with the target. Entries are whole states as llama.cpp gives them,
-which load into any sequence, so one MemoryStates may serve several.
+which load into any sequence, so one MemoryStates may serve several. A
+sliding-window model's state holds only its window's sliding-window cells;
+it is widened to every position as it loads (kvlayout.widen), so that the
+sequence can then be cut back to an earlier point as a live one can.
 """
 
 from collections import OrderedDict
 
 import numpy as np
 
+from . import kvlayout
 from .kv_sources import LoadFailed, Offer, Request, common_prefix
 from .sequence import Sequence
 
@@ -18,8 +22,8 @@ MEMORY_BUDGET = 1 << 30       # bytes of states kept in memory across switches
 class MemoryStates:
     """A bounded LRU of whole sequence states, keyed by the tokens they hold."""
 
-    def __init__(self, budget: int = MEMORY_BUDGET):
-        self.budget = budget
+    def __init__(self, layout: "kvlayout.Layout | None" = None, budget: int = MEMORY_BUDGET):
+        self.budget, self.layout = budget, layout
         self.entries: "OrderedDict[bytes, tuple[np.ndarray, memoryview]]" = OrderedDict()
 
     def offer(self, request: Request, seq: Sequence) -> "Offer | None":
@@ -32,6 +36,11 @@ class MemoryStates:
     def _load(self, seq: Sequence, key: bytes, tokens: np.ndarray, state) -> None:
         if key in self.entries:
             self.entries.move_to_end(key)
+        if self.layout is not None and self.layout.window:
+            try:
+                state = kvlayout.widen(state, kvlayout.parse(state, self.layout.window))
+            except kvlayout.LayoutMismatch as exc:
+                raise LoadFailed(str(exc)) from None
         if not seq.load(state, tokens):
             raise LoadFailed("llama.cpp refused the state")
 

@@ -51,6 +51,12 @@ class Model:
         cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, config.n_batch, config.n_batch
         cparams.n_threads, cparams.n_threads_batch = config.n_threads, self.threads_batch
         cparams.n_seq_max = config.n_seq_max
+        # Sliding-window layers get a full-size cache (llama.cpp's default here,
+        # set to be sure): cells stay in position order and masked ones stay
+        # until the context is full, so a rebuilt state computes bit for bit
+        # as the live one, and the live cache can be cut back to any earlier
+        # point (a window-sized ring loses the cells before its window).
+        cparams.swa_full = True
         if config.n_seq_max > 1:
             cparams.kv_unified = True  # each sequence may fill the whole context, as one alone
         cparams.type_k, cparams.type_v = config.type_k, config.type_v
@@ -106,11 +112,18 @@ class Model:
     def size_bytes(self) -> int:
         return self._model.size()
 
-    def cuttable_memory(self) -> bool:
-        """Plain attention KV (rows per token); not SWA, recurrent or hybrid."""
-        return not (llama_cpp.llama_model_n_swa(self.model) > 0
-                    or llama_cpp.llama_model_is_recurrent(self.model)
-                    or llama_cpp.llama_model_is_hybrid(self.model))
+    def memory_kind(self) -> str:
+        """'attention' (plain KV), 'iswa' (with sliding-window layers), 'recurrent' or 'hybrid'."""
+        if llama_cpp.llama_model_is_hybrid(self.model):
+            return "hybrid"
+        if llama_cpp.llama_model_is_recurrent(self.model):
+            return "recurrent"
+        return "iswa" if llama_cpp.llama_model_n_swa(self.model) > 0 else "attention"
+
+    @property
+    def n_swa(self) -> int:
+        """The sliding window of the sliding-window layers (0: none)."""
+        return llama_cpp.llama_model_n_swa(self.model)
 
     def _template(self) -> ChatTemplate:
         """The file's template; without one, its family's format where llama.cpp knows it, else ChatML."""

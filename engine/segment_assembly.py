@@ -31,7 +31,8 @@ def assemble(layout: kvlayout.Layout, refs, planes_of):
     gives the segment's decoded byte planes (run on the pool). A segment that
     fails raises SegmentFault naming its message; one missing raises CorruptKV.
     """
-    assembly = kvlayout.Assembly(layout, sum(r.n_tokens for r in refs))
+    spans = [(r.n_tokens, layout.tail(r.n_tokens, r.raw_size)) for r in refs] if layout.window else None
+    assembly = kvlayout.Assembly(layout, sum(r.n_tokens for r in refs), spans)
     pool, first, pending = decoder_pool(), 0, []
     for ref in refs:
         pending.append((ref, pool.submit(_place, assembly, planes_of(ref), ref.n_tokens, first)))
@@ -48,7 +49,7 @@ def assemble(layout: kvlayout.Layout, refs, planes_of):
 def _place(assembly: kvlayout.Assembly, planes, n_tokens: int, first: int) -> "str | None":
     """Decode one segment (planes: a callable) into its place; what went wrong, or None."""
     try:
-        if assembly.place_planes(planes(), first) != n_tokens:
+        if assembly.place_planes(planes(), first, n_tokens) != n_tokens:
             return f"segment holds other than its {n_tokens} tokens"
     except (CorruptKV, kvlayout.LayoutMismatch) as exc:
         return str(exc)

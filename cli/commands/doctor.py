@@ -13,6 +13,10 @@ why (the cores free, the CPU quota), and the measured cost of a forward pass
 that speculative decoding is sized by."""
 
 
+MEMORY = {"attention": "attention", "iswa": "attention with sliding-window layers",
+          "recurrent": "recurrent", "hybrid": "attention and recurrent layers (hybrid)"}
+
+
 def register(subparsers) -> None:
     parser = add_command(subparsers, "doctor", run, help="show backends, devices and settings",
                          description=DESCRIPTION)
@@ -56,6 +60,10 @@ def _print(report: dict) -> None:
     p(f"forward-pass costs ({c['source']}, {c['timings']} timings, {c['turns']} turns): a step "
       f"{c['step_ms'][0]:.2f} ms at 0 tokens of context, {c['step_ms'][1]:.2f} ms at 4,096; "
       f"verifying 4 guesses at 1,000 costs {c['verify_4_at_1000']:.2f} steps")
-    per_token = kv["bytes_per_token"]
-    p(f"KV state: {kv['mode']}" + (f", {per_token} bytes per token" if per_token else "")
+    per_token, window = kv["bytes_per_token"], kv.get("window")
+    memory = MEMORY.get(kv.get("memory"), kv.get("memory"))
+    p(f"KV state: {kv.get('stored_as', kv['mode'])} ({memory}"
+      + (f", window {window} tokens)" if window else ")")
+      + (f", {per_token} bytes per token" if per_token else "")
+      + (f" + {kv['window_bytes_per_token']} per token of each message's last window" if window else "")
       + f"; fingerprint {kv['fingerprint']}")

@@ -150,19 +150,26 @@ def test_snapshot_mode_resumes_from_whole_states(tmp_path, open_engine):
     assert engine.kv_mode == "snapshot"
     conv = archive.create_conversation("s")
     first = engine.reply(conv.id, FIRST)
+    engine.flush()
+    assert archive.kv.has(first.message_id, engine.fingerprint, "snapshot")
     expected = engine.reply(conv.id, SECOND)
     engine.flush()
     kinds = {k for (k,) in archive.conn.execute("SELECT DISTINCT kind FROM kv_segments")}
     assert kinds == {"snapshot"}
+    # The head's snapshot superseded the first answer's (neither a head, a
+    # branch point nor a checkpoint any more), in the same transaction.
+    assert archive.kv.usage().segments == 1
+    assert not archive.kv.has(first.message_id, engine.fingerprint, "snapshot")
 
-    # A new engine (nothing in memory) resumes the first answer from its snapshot.
+    # A new engine (nothing in memory) resumes the head from its snapshot...
     archive2, fresh = open_engine(tmp_path / "one.db", kv_mode="snapshot")
-    fork = archive2.fork(first.message_id)
-    result = fresh.reply(fork.id, SECOND)
+    result = fresh.reply(archive2.fork(expected.message_id).id, "Thanks.")
     assert result.kv_source == "archive"
     assert result.restored_tokens == sum(
-        len(archive2.tokens.get(m.id, fresh.tokenizer)) for m in archive2.path(first.message_id))
-    assert result.text == expected.text
+        len(archive2.tokens.get(m.id, fresh.tokenizer)) for m in archive2.path(expected.message_id))
+    # ...and an earlier point from the nearest snapshot above it: none, so it recomputes.
+    again = fresh.reply(archive2.fork(first.message_id).id, SECOND)
+    assert again.text == expected.text
 
 
 def test_prepare_restores_ahead_and_answers_the_same(tmp_path, open_engine):

@@ -1,0 +1,139 @@
+"""A second model with sliding-window attention: Gemma 3 270M (window 512, no chat template).
+
+Its KV is stored as rows: every token's rows of the full-attention layers,
+and per message the sliding-window rows of its last window of tokens. The
+first message here is longer than the window, so restores rebuild states
+whose window reaches back over several messages.
+"""
+
+import pytest
+
+from chatdb.archive import Archive
+
+from .conftest import run_chatdb
+
+GREEDY_ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "24", "--ctx", "2048")  # as GREEDY
+LONG = " ".join(f"Item {i} is a {('red', 'green', 'blue', 'small', 'large')[i % 5]} box."
+                for i in range(64))  # about 570 tokens: more than the window
+SECOND = "Which item is blue?"
+WINDOW = 512
+
+
+def path_tokens(db, message_id) -> int:
+    """Tokens of the path to `message_id`, as stored (one model wrote them)."""
+    with Archive.open(db) as archive:
+        ids = [m.id for m in archive.path(message_id)]
+        marks = ",".join("?" * len(ids))
+        return archive.conn.execute(
+            f"SELECT sum(n_tokens) FROM message_tokens WHERE message_id IN ({marks})", ids).fetchone()[0]
+
+
+def kv_tokens(db, through: int, owner: int) -> int:
+    """Tokens of KV stored along the path to `through` by the model that stored `owner`'s."""
+    with Archive.open(db) as archive:
+        ids = [m.id for m in archive.path(through)]
+        (fp,) = archive.conn.execute("SELECT fingerprint FROM kv_segments WHERE message_id = ?",
+                                     (owner,)).fetchone()
+        marks = ",".join("?" * len(ids))
+        return archive.conn.execute(
+            f"SELECT sum(n_tokens) FROM kv_segments WHERE fingerprint = ? AND message_id IN ({marks})",
+            [fp, *ids]).fetchone()[0]
+
+
+@pytest.fixture
+def gemma_engine(open_engine, gemma_path):
+    def factory(db=None, **kw):
+        return open_engine(db, model_path=gemma_path, n_ctx=2048, **kw)
+    return factory
+
+
+def test_gemma_stores_rows_and_a_window_and_restores_the_live_state(gemma_engine):
+    archive, engine = gemma_engine()
+    assert engine.kv_mode == "rows+window" and engine.layout.window == WINDOW
+    assert engine.describe()["model"]["chat_template"] == "llama.cpp:gemma"
+    conv = archive.create_conversation("g")
+    live = []
+    for text in (LONG, SECOND):
+        result = engine.reply(conv.id, text)
+        live.append((result.message_id, bytes(engine.model.get_state())))
+    engine.flush()
+    layout = engine.layout
+    rows = archive.conn.execute(
+        "SELECT message_id, kind, n_tokens, raw_size FROM kv_segments ORDER BY message_id").fetchall()
+    assert [r["kind"] for r in rows] == ["rows"] * 4
+    tails = [layout.tail(r["n_tokens"], r["raw_size"]) for r in rows]
+    # Each message keeps its last window of sliding-window rows: the long
+    # question (captured at its end, before the answer pushed it out of the
+    # window) a whole window, the short ones all of theirs.
+    assert rows[0]["n_tokens"] > WINDOW and tails[0] == WINDOW
+    assert tails[1:] == [r["n_tokens"] for r in rows[1:]]
+    # Storage: every token's full-attention rows plus the windows, no whole states.
+    assert sum(r["raw_size"] for r in rows) == sum(
+        n * layout.row_bytes_per_token + t * layout.part_bytes(1)
+        for n, t in zip([r["n_tokens"] for r in rows], tails))
+    # At each answer, the state rebuilt from rows is what llama.cpp held live, byte for byte.
+    for message_id, state in live:
+        engine.cache.reset()
+        engine.cache.memory.entries.clear()
+        engine.cache.warm(engine.prompts.path_tokens(archive.path(message_id)), archive, print)
+        assert engine.cache.ahead[0] == "archive"
+        assert bytes(engine.model.get_state()) == state
+
+
+def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_path):
+    model = ("--model", str(gemma_path))
+    archive, engine = gemma_engine(tmp_path / "one.db")
+    conv = archive.create_conversation("x")
+    engine.reply(conv.id, LONG)
+    expected = engine.reply(conv.id, SECOND)
+
+    db = tmp_path / "two.db"
+    first, _ = run_chatdb("ask", "--json", *model, *GREEDY_ARGS, LONG, db=db)
+    second, _ = run_chatdb("ask", "--json", "-c", *model, *GREEDY_ARGS, SECOND, db=db)
+    assert second["text"] == expected.text
+    assert second["kv"]["source"] == "archive"
+    assert second["kv"]["restored_tokens"] == path_tokens(db, first["message_id"])
+
+    # A fork from the first answer restores everything through it; one from
+    # the long question restores through the question (its window was kept).
+    fork, _ = run_chatdb("ask", "--json", "--fork-from", str(first["message_id"]), *model,
+                         *GREEDY_ARGS, "And which is red?", db=db)
+    assert fork["kv"]["source"] == "archive"
+    assert fork["kv"]["restored_tokens"] == path_tokens(db, first["message_id"])
+    retry, _ = run_chatdb("ask", "--json", "--fork-from", str(first["user_message_id"]), *model,
+                          *GREEDY_ARGS, "Count them.", db=db)
+    assert retry["kv"]["restored_tokens"] == path_tokens(db, first["user_message_id"])
+
+
+def test_switching_models_in_one_conversation(tmp_path, gemma_path, model_path):
+    """SmolLM2 -> Gemma -> SmolLM2 -> Gemma: each restores its own KV of the shared history."""
+    db = tmp_path / "a.db"
+    args = ("--temperature", "0", "--seed", "1", "--max-tokens", "12", "--ctx", "2048")
+    smol = ("--model", str(model_path))
+    gemma = ("--model", str(gemma_path))
+    one, _ = run_chatdb("ask", "--json", *smol, *args, "Name a river.", db=db)
+    two, _ = run_chatdb("ask", "--json", "-c", *gemma, *args, "Name a lake.", db=db)
+    assert two["kv"]["source"] == "none"  # Gemma reads the history once
+    three, _ = run_chatdb("ask", "--json", "-c", *smol, *args, "Name a sea.", db=db)
+    assert three["kv"]["source"] == "archive"
+    assert three["kv"]["restored_tokens"] == kv_tokens(db, one["message_id"], one["message_id"])
+    four, _ = run_chatdb("ask", "--json", "-c", *gemma, *args, "Name an ocean.", db=db)
+    assert four["kv"]["source"] == "archive"
+    assert four["kv"]["restored_tokens"] == kv_tokens(db, two["message_id"], two["message_id"])
+
+
+def test_draft_model_with_another_vocabulary_is_refused(tmp_path, gemma_path, model_path):
+    _, proc = run_chatdb("ask", "--model", str(gemma_path), "--draft-model", str(model_path),
+                         "--max-tokens", "4", "Hi", db=tmp_path / "a.db", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("chatdb: error: ") and proc.stderr.count("\n") == 1
+    assert "vocabulary" in proc.stderr
+
+
+def test_doctor_names_the_memory_and_its_storage(tmp_path, gemma_path):
+    doc, _ = run_chatdb("doctor", "--json", "--model", str(gemma_path), db=tmp_path / "a.db")
+    assert doc["kv"]["memory"] == "iswa" and doc["kv"]["stored_as"] == "rows + window"
+    assert doc["kv"]["window"] == WINDOW and doc["kv"]["bytes_per_token"] == 3072
+    _, proc = run_chatdb("doctor", "--model", str(gemma_path), db=tmp_path / "a.db")
+    assert "KV state: rows + window (attention with sliding-window layers, window 512 tokens)" \
+        in proc.stdout
