@@ -6,8 +6,6 @@ world-readable, and the tests that check modes would see it.
 """
 
 import os
-
-import os
 import sys
 from pathlib import Path
 

@@ -28,16 +28,19 @@ def path_tokens(db, message_id) -> int:
             f"SELECT sum(n_tokens) FROM message_tokens WHERE message_id IN ({marks})", ids).fetchone()[0]
 
 
-def kv_tokens(db, through: int, owner: int) -> int:
-    """Tokens of KV stored along the path to `through` by the model that stored `owner`'s."""
+def kv_tokens(db, through: int, fingerprint: str) -> int:
+    """Tokens of KV stored under `fingerprint` along the path to `through`."""
     with Archive.open(db) as archive:
         ids = [m.id for m in archive.path(through)]
-        (fp,) = archive.conn.execute("SELECT fingerprint FROM kv_segments WHERE message_id = ?",
-                                     (owner,)).fetchone()
         marks = ",".join("?" * len(ids))
         return archive.conn.execute(
             f"SELECT sum(n_tokens) FROM kv_segments WHERE fingerprint = ? AND message_id IN ({marks})",
-            [fp, *ids]).fetchone()[0]
+            [fingerprint, *ids]).fetchone()[0]
+
+
+def fingerprints(db) -> set:
+    with Archive.open(db) as archive:
+        return {fp for (fp,) in archive.conn.execute("SELECT DISTINCT fingerprint FROM kv_segments")}
 
 
 @pytest.fixture
@@ -112,14 +115,16 @@ def test_switching_models_in_one_conversation(tmp_path, gemma_path, model_path):
     smol = ("--model", str(model_path))
     gemma = ("--model", str(gemma_path))
     one, _ = run_chatdb("ask", "--json", *smol, *args, "Name a river.", db=db)
+    (smol_fp,) = fingerprints(db)
     two, _ = run_chatdb("ask", "--json", "-c", *gemma, *args, "Name a lake.", db=db)
     assert two["kv"]["source"] == "none"  # Gemma reads the history once
+    (gemma_fp,) = fingerprints(db) - {smol_fp}
     three, _ = run_chatdb("ask", "--json", "-c", *smol, *args, "Name a sea.", db=db)
     assert three["kv"]["source"] == "archive"
-    assert three["kv"]["restored_tokens"] == kv_tokens(db, one["message_id"], one["message_id"])
+    assert three["kv"]["restored_tokens"] == kv_tokens(db, one["message_id"], smol_fp)
     four, _ = run_chatdb("ask", "--json", "-c", *gemma, *args, "Name an ocean.", db=db)
     assert four["kv"]["source"] == "archive"
-    assert four["kv"]["restored_tokens"] == kv_tokens(db, two["message_id"], two["message_id"])
+    assert four["kv"]["restored_tokens"] == kv_tokens(db, two["message_id"], gemma_fp)
 
 
 def test_draft_model_with_another_vocabulary_is_refused(tmp_path, gemma_path, model_path):
