@@ -5,9 +5,16 @@ the context) and the token ranges of the messages to keep; a thread with its
 own database connection cuts, compresses and writes them while the user
 reads the answer. `flush()` waits for all of it (the engine calls it before
 the process exits).
+
+Whatever fails in the thread (opening the archive, a store, the error
+callback itself) costs only a later recompute: the thread keeps draining
+its queue, so `flush()` and `close()` always return, and each distinct
+error is reported once. At most `max_waiting` states wait in the queue
+(each is a whole copy of the context's KV): `submit` waits for room.
 """
 
 import queue
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -15,6 +22,8 @@ from chatdb import kv
 from chatdb.archive import Archive
 
 from . import kvlayout
+
+MAX_WAITING = 2   # whole states queued behind the one being stored
 
 
 @dataclass(frozen=True)
@@ -32,39 +41,74 @@ class StoreJob:
 
 
 class KVWriter:
-    def __init__(self, db_path, on_error=None):
+    def __init__(self, db_path, on_error=None, max_waiting: int = MAX_WAITING):
         self.db_path = db_path
         self.on_error = on_error or (lambda exc: None)
-        self.jobs: queue.Queue = queue.Queue()
+        self.jobs: queue.Queue = queue.Queue(maxsize=max_waiting)
         self.stored_bytes = 0
         self.stored_segments = 0
+        self._reported: set[str] = set()
         self._thread = threading.Thread(target=self._run, name="chatdb-kv-writer", daemon=True)
         self._thread.start()
 
     def submit(self, job: StoreJob) -> None:
-        self.jobs.put(job)
+        """Queue a state; waits while `max_waiting` others wait (bounded memory)."""
+        while self._thread.is_alive():
+            try:
+                self.jobs.put(job, timeout=1.0)
+                return
+            except queue.Full:
+                continue
+        self._report(RuntimeError("the KV writer has stopped"))
+
+    def waiting(self) -> int:
+        """States queued and not yet taken by the thread."""
+        return self.jobs.qsize()
 
     def flush(self) -> None:
-        self.jobs.join()
+        """Wait until every submitted state is stored (or failed)."""
+        with self.jobs.all_tasks_done:
+            while self.jobs.unfinished_tasks and self._thread.is_alive():
+                self.jobs.all_tasks_done.wait(timeout=1.0)
 
     def close(self) -> None:
         self.flush()
-        self.jobs.put(None)
-        self._thread.join()
+        if self._thread.is_alive():
+            self.jobs.put(None)
+            self._thread.join()
 
     def _run(self) -> None:
-        archive = Archive.open(self.db_path)
+        archive = None
+        try:
+            archive = Archive.open(self.db_path)
+        except Exception as exc:  # every job is then dropped (and reported once)
+            self._report(exc)
+        job = None
         try:
             while (job := self.jobs.get()) is not None:
                 try:
-                    self._store(archive, job)
+                    if archive is not None:
+                        self._store(archive, job)
                 except Exception as exc:  # a failed store only costs a later recompute
-                    self.on_error(exc)
+                    self._report(exc)
                 finally:
                     self.jobs.task_done()
         finally:
-            archive.close()
-            self.jobs.task_done()
+            if archive is not None:
+                archive.close()
+            if job is None:  # the sentinel close() sent
+                self.jobs.task_done()
+
+    def _report(self, exc: Exception) -> None:
+        """Tell the caller once per distinct error; a failing callback must not stop the thread."""
+        key = f"{type(exc).__name__}: {exc}"
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        try:
+            self.on_error(exc)
+        except Exception:
+            sys.stderr.write(f"chatdb: warning: KV not stored: {exc}\n")
 
     def _store(self, archive: Archive, job: StoreJob) -> None:
         if job.kind == "snapshot":
