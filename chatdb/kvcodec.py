@@ -7,7 +7,10 @@ SmolLM2-135M's KV compressed 1.09x as it is and 1.18x split into planes).
 Integrity: each zstd frame carries a checksum of its content (XXH64, which
 zstd checks while it decompresses, at a fraction of a CRC's cost), and the
 checksum column repeats it, so a frame swapped for another is caught too.
-Segments stored before that carry a CRC32 of the raw bytes instead.
+It also holds a CRC32 of the codec and raw size, which say how to lay the
+bytes out: a codec changed from planes2 to planes3 would otherwise restore
+wrong state silently. Older segments carry the frame checksum alone, or a
+CRC32 of the raw bytes.
 """
 
 import zlib
@@ -17,6 +20,7 @@ import zstandard
 
 LEVEL = 3
 FRAME_CHECKSUM = "zstd-xxh64:"
+FRAME_AND_HEADER = "zstd-xxh64+crc32:"   # frame checksum, ":", CRC32 of codec and raw size
 CRC32 = "crc32:"
 
 
@@ -32,7 +36,7 @@ def encode(raw, plane_width: int = 2) -> tuple[str, bytes, str]:
         view = np.frombuffer(view, np.uint8).reshape(-1, plane_width).T.tobytes()
         codec = f"zstd+planes{plane_width}"
     blob = _compressor().compress(view)
-    return codec, blob, FRAME_CHECKSUM + blob[-4:].hex()
+    return codec, blob, f"{FRAME_AND_HEADER}{blob[-4:].hex()}:{_header_crc(codec, len(view))}"
 
 
 def decode_planes(codec: str, blob: bytes, raw_size: int, checksum: str) -> np.ndarray:
@@ -40,6 +44,11 @@ def decode_planes(codec: str, blob: bytes, raw_size: int, checksum: str) -> np.n
 
     CorruptKV if anything does not match what was stored.
     """
+    if checksum.startswith(FRAME_AND_HEADER):
+        frame, _, header = checksum[len(FRAME_AND_HEADER):].partition(":")
+        if header != _header_crc(codec, raw_size):
+            raise CorruptKV(f"KV codec {codec!r} or size {raw_size} does not match its checksum")
+        checksum = FRAME_CHECKSUM + frame
     width = _plane_width(codec)
     frame_checked = checksum.startswith(FRAME_CHECKSUM)
     if frame_checked and not _frame_checksum_matches(blob, checksum):
@@ -83,6 +92,10 @@ def _frame_checksum_matches(blob: bytes, checksum: str) -> bool:
     except zstandard.ZstdError:
         return False
     return has and blob[-4:].hex() == checksum[len(FRAME_CHECKSUM):]
+
+
+def _header_crc(codec: str, raw_size: int) -> str:
+    return f"{zlib.crc32(f'{codec}:{raw_size}'.encode()):08x}"
 
 
 def _plane_width(codec: str) -> int:

@@ -219,10 +219,23 @@ def test_segments_stored_with_a_crc32_still_decode(archive, chain):
         decode(codec, blob, len(raw), "md5:0")
 
 
+def test_the_codec_and_size_are_covered_by_the_checksum():
+    raw = kv_bytes(8, n_tokens=6)   # a size that 2, 3 and 4 planes all divide
+    codec, blob, checksum = encode(raw)
+    assert len(raw) % 12 == 0
+    for other in ("zstd+planes3", "zstd+planes4", "zstd"):
+        with pytest.raises(CorruptKV, match="does not match its checksum"):
+            decode(other, blob, len(raw), checksum)
+    with pytest.raises(CorruptKV, match="does not match its checksum"):
+        decode(codec, blob, len(raw) + 12, checksum)
+    # Segments stored before the codec was covered still decode.
+    assert decode(codec, blob, len(raw), "zstd-xxh64:" + blob[-4:].hex()) == raw
+
+
 def test_codec_functions_directly():
     raw = kv_bytes(8)
     codec, blob, checksum = encode(raw)
-    assert codec == "zstd+planes2" and checksum == "zstd-xxh64:" + blob[-4:].hex()
+    assert codec == "zstd+planes2" and checksum.startswith("zstd-xxh64+crc32:" + blob[-4:].hex() + ":")
     assert decode(codec, blob, len(raw), checksum) == raw
     # The planes really are planes: low bytes first, then high bytes.
     import zstandard
