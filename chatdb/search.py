@@ -23,6 +23,9 @@ What keeps a search fast however large the archive:
   2.3 at a million) still selects messages but is left out of the score.
 - Snippets come from a pass over each run of nearby hits, not from one
   index lookup per hit.
+- FTS5's time grows with the square of a query's phrases: a phrase said
+  twice is searched once, and a query of more than MAX_TERMS words (a
+  pasted page) is refused.
 """
 
 import json
@@ -34,7 +37,8 @@ from . import queries as q
 from .archive import ROLES
 from .clock import to_iso
 from .errors import ChatdbError, NotFound
-from .textindex import MARK_END, MARK_START, and_phrases, display_text, plain_query, query_text
+from .textindex import (MARK_END, MARK_START, QUERY_TOKEN, and_phrases, display_text, plain_query,
+                        query_text)
 from .transaction import read_snapshot
 
 __all__ = ["Hit", "MARK_END", "MARK_START", "SearchError", "mark", "search"]
@@ -50,6 +54,7 @@ SPAN_GAP = 1000  # filtered ids further apart than this are read as separate ran
 MAX_SPANS = 8
 MAX_READS = 16  # most matches read per candidate still wanted, in one batch
 LAST_ROWID = 2**63 - 1
+MAX_TERMS = 256  # words and operators in one query (a pasted page is not a query)
 
 
 @dataclass(frozen=True)
@@ -176,12 +181,30 @@ def match_expression(conn: sqlite3.Connection, query: str) -> "str | None":
     """The FTS5 expression to run: the query as syntax if valid, else its words."""
     if not query or not query.strip():
         return None
-    expression = query_text(query)
-    try:
-        conn.execute(VALIDATE, (expression,)).fetchall()
-        return expression
-    except sqlite3.OperationalError:  # fts5: syntax error, no such column, ...
-        return plain_query(query)
+    expression = _without_repeats(query_text(query))
+    if _terms(expression) <= MAX_TERMS:
+        try:
+            conn.execute(VALIDATE, (expression,)).fetchall()
+            return expression
+        except sqlite3.OperationalError:  # fts5: syntax error, no such column, ...
+            pass
+    expression = plain_query(query)
+    expression = expression and _without_repeats(expression)
+    if expression is not None and (terms := _terms(expression)) > MAX_TERMS:
+        raise SearchError(f"the query has {terms:,} different words; at most {MAX_TERMS} "
+                          "are searched at once")
+    return expression
+
+
+def _terms(expression: str) -> int:
+    return sum(1 for token in QUERY_TOKEN.findall(expression) if not token.isspace())
+
+
+def _without_repeats(expression: str) -> str:
+    """A plain AND of phrases with each phrase once: FTS5's time grows with the
+    square of the phrases, and a repeated one selects nothing more."""
+    phrases = and_phrases(expression)
+    return " ".join(dict.fromkeys(phrases)) if phrases else expression
 
 
 def scoring_expression(conn: sqlite3.Connection, match: str) -> "str | None":

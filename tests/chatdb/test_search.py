@@ -182,6 +182,19 @@ def test_plain_words_keep_their_order_within_a_word(archive, conv):
     assert found(archive, "foo-bar") == [adjacent.id]
 
 
+def test_a_word_said_many_times_is_searched_once(archive, conv):
+    message = add(archive, conv.id, "lifetime of a borrow", at=stamp(2))
+    assert found(archive, " ".join(["lifetime", "borrow"] * 8000)) == [message.id]
+    assert found(archive, " ".join(["foo-bar("] * 8000)) == []
+
+
+def test_a_query_of_thousands_of_words_is_refused(archive, conv):
+    add(archive, conv.id, " ".join(f"w{i}" for i in range(300)), at=stamp(2))
+    assert len(found(archive, " ".join(f"w{i}" for i in range(search_module.MAX_TERMS)))) == 1
+    with pytest.raises(SearchError, match="16,000 different words; at most 256"):
+        search(archive.conn, " ".join(f"w{i}" for i in range(16_000)))
+
+
 @pytest.mark.parametrize("query", ["", "   ", "*", '"', "\t\n", "+ - :"])
 def test_nothing_to_search_finds_nothing(archive, conv, query):
     assert search(archive.conn, query) == []
