@@ -1,7 +1,9 @@
 """Opening the archive: file mode, pragmas, and the schema check."""
 
+import os
 import sqlite3
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,7 +23,7 @@ PRAGMAS = (
     "PRAGMA synchronous = NORMAL",
 )
 
-SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CANTOPEN = 5, 6, 8, 14
 
 
 def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> sqlite3.Connection:
@@ -37,17 +39,30 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
     path = Path(path)
     if migrations is None:
         migrations = available()
-    if str(path) != ":memory:":
-        private_files.create(path)
-        if _wal_has_content(path):
-            # Closing a connection that may write checkpoints this WAL into
-            # the file: look at the schema through one that cannot, first.
-            with _refusals(path):
-                check = _open(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-                try:
-                    pending(check, migrations)
-                finally:
-                    check.close()
+    if str(path) == ":memory:":
+        return _open_writable(path, migrations)
+    _create_new(path, migrations)
+    if path.is_file() and path.stat().st_size == 0:
+        raise SchemaError(f"{path}: an empty file, not a chatdb archive (remove it, and chatdb "
+                          "makes a new archive there)")
+    if _wal_has_content(path):
+        # Closing a connection that may write checkpoints this WAL into
+        # the file: look at the schema through one that cannot, first.
+        with _refusals(path):
+            check = _open(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                pending(check, migrations)
+            finally:
+                check.close()
+    try:
+        return _open_writable(path, migrations)
+    except SchemaError as exc:
+        if not _read_only(exc.__context__):
+            raise
+    return _open_read_only(path, migrations)
+
+
+def _open_writable(path: Path, migrations: "list[Migration]") -> sqlite3.Connection:
     with _refusals(path):
         conn = _open(str(path))
         try:
@@ -62,6 +77,35 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
             conn.close()
             raise
     return conn
+
+
+def _open_read_only(path: Path, migrations: "list[Migration]") -> sqlite3.Connection:
+    """An archive in a directory chatdb cannot write (SQLite cannot make its -shm
+    file there): read as immutable, which is only safe with no changes in a WAL."""
+    if _wal_has_content(path):
+        raise ChatdbError(f"{path}: its directory is read-only and its WAL file holds changes "
+                          "not yet in the archive; it cannot be read safely here")
+    with _refusals(path):
+        conn = _open(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        try:
+            if pending(conn, migrations):
+                raise SchemaError("read-only, and older than this chatdb (it cannot be upgraded)")
+        except BaseException:
+            conn.close()
+            raise
+    return conn
+
+
+def _read_only(exc: "BaseException | None") -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (SQLITE_READONLY, SQLITE_CANTOPEN)
+
+
+def describe(exc: sqlite3.Error) -> str:
+    """An SQLite error in words a user can act on."""
+    if _read_only(exc):
+        return f"the archive is read-only ({exc})"
+    return str(exc)
 
 
 def _open(target: str, uri: bool = False) -> sqlite3.Connection:
@@ -122,3 +166,30 @@ def _wal_has_content(path: Path) -> bool:
         return path.with_name(path.name + "-wal").stat().st_size > 0
     except FileNotFoundError:
         return False
+
+
+def _create_new(path: Path, migrations: "list[Migration]") -> None:
+    """Make a new archive whole under a temporary name, then link it into place.
+
+    A file at `path` is then always an archive some process finished making
+    (or someone else's file): an empty one is never chatdb's half-made
+    archive, and is refused. Created 0600: chats are private.
+    """
+    if path.exists():
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+    try:
+        private_files.make_dirs(path.parent)
+        os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, private_files.FILE_MODE))
+    except OSError as exc:
+        raise ChatdbError(f"{path}: cannot create the archive there ({exc.strerror or exc})") from None
+    try:
+        _open_writable(temporary, migrations).close()  # the last close removes its WAL
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process made it first: use theirs
+    finally:
+        for leftover in (temporary, temporary.with_name(temporary.name + "-wal"),
+                         temporary.with_name(temporary.name + "-shm")):
+            leftover.unlink(missing_ok=True)

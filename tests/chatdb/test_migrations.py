@@ -295,8 +295,14 @@ def test_foreign_sqlite_file_is_refused_and_not_written(db_path):
     assert before[0][18:20] == b"\x01\x01"  # not switched to WAL
 
 
-def test_empty_file_becomes_an_archive(db_path):
+def test_an_empty_file_is_refused_and_left_as_it_is(db_path):
+    """A new archive is made whole and then linked into place, so an empty
+    file is never chatdb's: it may be anything the user meant to fill."""
     db_path.touch()
+    with pytest.raises(SchemaError, match="an empty file, not a chatdb archive"):
+        Archive.open(db_path)
+    assert db_path.stat().st_size == 0
+    db_path.unlink()
     with Archive.open(db_path) as archive:
         assert archive.count_conversations() == 0
     assert [r[0] for r in ledger(db_path)] == [m.version for m in available()]
