@@ -101,6 +101,36 @@ def get(obj: dict, key: str, kinds: "type | tuple", where: str, *, required: boo
     return value
 
 
+CONVERSATION_TEXT = ("uid", "title", "head_uid", "system_prompt", "model")
+MESSAGE_TEXT = ("uid", "parent_uid", "content", "owner_uid")
+
+
+def check_text(records: list[ConversationRecord]) -> None:
+    """Every string SQLite will store is UTF-8-encodable: JSON's "\\ud800" escape
+    reads as a lone surrogate, which no text column can hold."""
+    for record in records:
+        _check_fields(record, CONVERSATION_TEXT, record.where)
+        for message in record.messages:
+            _check_fields(message, MESSAGE_TEXT, message.where)
+
+
+def _check_fields(record, names: tuple, where: str) -> None:
+    for name in names:
+        value = getattr(record, name)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise fail(where, f'"{_json_name(name)}" holds a lone surrogate '
+                                  f'\\u{ord(value[exc.start]):04x} at character {exc.start + 1}, '
+                                  "which is not text") from None
+
+
+def _json_name(field_name: str) -> str:
+    return {"head_uid": "head", "parent_uid": "parent", "owner_uid": "conversation"}.get(
+        field_name, field_name)
+
+
 def timestamp(obj: dict, key: str, where: str) -> str:
     """An ISO 8601 timestamp, kept as written so a round trip changes nothing."""
     value = get(obj, key, str, where)

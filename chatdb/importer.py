@@ -1,5 +1,7 @@
 """Importing a file: recognise its format, read it whole, then write it at once.
 
+(import_source reads a file's JSON text within the memory an import may take.)
+
 Formats: chatdb's own export (import_json) and the conversations.json of a
 ChatGPT data export (import_chatgpt), bare or inside the export's .zip.
 Nothing is written until the whole file has been read and checked, and the
@@ -8,21 +10,20 @@ writing is one transaction: a bad file leaves the archive unchanged.
 
 import io
 import json
-import zipfile
 
 from .archive import Archive
 from .import_chatgpt import is_chatgpt_export, read_chatgpt_export
 from .import_json import is_chatdb_export, read_chatdb_export
-from .import_records import ConversationRecord, ImportFormatError
+from .import_records import ConversationRecord, ImportFormatError, check_text
+from .import_source import json_text, memory_limit
 from .import_writer import ImportReport, write_records
-
-CHATGPT_MEMBER = "conversations.json"  # inside a ChatGPT export .zip
 
 
 def import_bytes(archive: Archive, data: bytes, source: str) -> ImportReport:
     """Import the file `data`; `source` names it in error messages."""
     try:
         format_name, records = read_document(data)
+        check_text(records)
         return write_records(archive, records, ImportReport(format=format_name))
     except ImportFormatError as exc:
         raise ImportFormatError(f"{source}: {exc}") from None
@@ -40,13 +41,8 @@ def read_document(data: bytes) -> tuple[str, list[ConversationRecord]]:
 
 
 def _unzip(data: bytes) -> bytes:
-    if not zipfile.is_zipfile(io.BytesIO(data)):
-        return data
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == CHATGPT_MEMBER]
-        if not names:
-            raise ImportFormatError(f"a zip file without {CHATGPT_MEMBER}")
-        return archive.read(min(names, key=len))
+    """The JSON text: `data`, or the conversations.json inside it."""
+    return json_text(io.BytesIO(data), "", memory_limit())
 
 
 def _parse_json(data: bytes):

@@ -1,9 +1,8 @@
 """`chatdb import FILE`: a chatdb export or a ChatGPT export, all or nothing."""
 
-import sys
 from dataclasses import asdict
-from pathlib import Path
 
+from chatdb.import_source import read_source
 from chatdb.importer import import_bytes
 
 from .. import output
@@ -32,7 +31,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    name, data = _read(args.file)
+    name, data = read_source(args.file)
     with open_archive(args) as archive:
         report = import_bytes(archive, data, source=name)
     if args.json:
@@ -49,12 +48,6 @@ def run(args) -> int:
         output.print_text(f"skipped {_count(report.skipped, 'entry', 'entries')} "
                           "that are not text chatdb keeps (tool calls, hidden or image-only)")
     return 0
-
-
-def _read(file: str) -> tuple[str, bytes]:
-    if file == "-":
-        return "<stdin>", sys.stdin.buffer.read()
-    return file, Path(file).expanduser().read_bytes()
 
 
 def _count(n: int, one: str, many: "str | None" = None) -> str:
