@@ -11,6 +11,7 @@ stdout as it streams. The exit status is 1 if any line failed, else 0.
 
 import sys
 
+from ..text_input import NotText, decode
 from . import dispatch
 from .frontend import Frontend
 
@@ -18,21 +19,43 @@ FENCE = '"""'
 
 
 class LineSource:
+    """Lines of a text stream, or of a byte stream decoded line by line (sys.stdin.buffer)."""
+
     def __init__(self, stream):
         self.lines = iter(stream)
+        self.number = 0
+        self.bad: "NotText | None" = None   # the first undecodable line of the current message
 
     def next_line(self) -> "str | None":
         line = next(self.lines, None)
-        return None if line is None else line.rstrip("\r\n")
+        if line is None:
+            return None
+        self.number += 1
+        if isinstance(line, bytes):
+            try:
+                line = decode(line, f"stdin line {self.number}")
+            except NotText as exc:
+                self.bad = self.bad or exc
+                line = line.decode("utf-8", errors="replace")
+        return line.rstrip("\r\n")
 
     def next_message(self) -> "str | None":
-        """The next non-blank line, or fenced block; None at the end of input."""
+        """The next non-blank line, or fenced block; None at the end of input.
+
+        NotText, once the whole message is read, if any of its lines is not UTF-8.
+        """
+        self.bad = None
         while (line := self.next_line()) is not None:
             if line.strip() == FENCE:
-                return self._block()
+                return self._checked(self._block())
             if line.strip():
-                return line
+                return self._checked(line)
         return None
+
+    def _checked(self, message: str) -> str:
+        if self.bad is not None:
+            raise self.bad
+        return message
 
     def _block(self) -> str:
         body = []
@@ -55,10 +78,14 @@ class StdinFrontend(Frontend):
 
 
 def run(session, stream=None) -> int:
-    source = LineSource(stream if stream is not None else sys.stdin)
+    source = LineSource(stream if stream is not None else sys.stdin.buffer)
     session.use_frontend(StdinFrontend(source, session.render))
     while not session.quitting:
-        message = source.next_message()
+        try:
+            message = source.next_message()
+        except NotText as exc:  # that message fails; the next line is read as usual
+            dispatch.fail(session, str(exc))
+            continue
         if message is None:
             break
         dispatch.handle(session, message)
