@@ -3,20 +3,10 @@
 import dataclasses
 import difflib
 
+from ..commands.model_options import SETTINGS, setting_value
 from .commands import Command
 from .model_loading import EngineOptions, backend_phrase, model_phrase
 from .refs import UsageError
-
-# name: (parse, check, what a good value is)
-SETTINGS = {
-    "temperature": (float, lambda v: v >= 0, "a number from 0 (0: greedy, repeatable)"),
-    "top_p": (float, lambda v: 0 < v <= 1, "a number above 0, at most 1"),
-    "top_k": (int, lambda v: v >= 0, "a whole number from 0 (0: off)"),
-    "min_p": (float, lambda v: 0 <= v <= 1, "a number from 0 to 1"),
-    "repeat_penalty": (float, lambda v: v > 0, "a number above 0 (1: off)"),
-    "seed": (int, lambda v: v >= 0, "a whole number from 0, or none"),
-    "max_tokens": (int, lambda v: v >= 1, "a whole number from 1"),
-}
 
 
 def system(session, arg: str) -> None:
@@ -75,16 +65,12 @@ def parse_setting(item: str):
         raise UsageError(f"unknown setting {name!r}; {hint}settings: {', '.join(SETTINGS)}")
     if not eq or not text:
         raise UsageError(f"write {name}=VALUE")
-    parse, check, good = SETTINGS[name]
     if name == "seed" and text.casefold() == "none":
         return name, None
     try:
-        value = parse(text)
-    except ValueError:
-        value = None
-    if value is None or not check(value):
-        raise UsageError(f"{name} must be {good}, not {text!r}")
-    return name, value
+        return name, setting_value(name, text)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 COMMANDS = [
