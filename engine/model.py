@@ -7,6 +7,8 @@ chatdb owns the decode loop and the KV cache.
 
 import ctypes
 import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import llama_cpp
@@ -72,8 +74,10 @@ class Model:
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.template_warning = ""   # set when the file's template could not be used
         self.template = self._template()
         self.markers = turn_markers(self.template)   # written as text, they end an answer
+        self.refusal = ""   # why llama.cpp last refused a state (set_state)
 
     # -- facts about the model ----------------------------------------------
 
@@ -133,7 +137,10 @@ class Model:
         if source:
             try:
                 return ChatTemplate(source, bos_token=bos, eos_token=eos)
-            except Exception:  # a template this Jinja cannot compile: chat in ChatML
+            except Exception as exc:  # a template this Jinja cannot compile: say so, chat in ChatML
+                self.template_warning = (f"the model's chat template does not compile "
+                                         f"({type(exc).__name__}: {' '.join(str(exc).split())}); "
+                                         "using ChatML instead")
                 return ChatTemplate(CHATML, bos_token=bos, eos_token=eos)
         family = family_format(self.metadata().get("general.architecture", ""),
                                lambda text: len(self.tokenize(text)) == 1)
@@ -196,14 +203,18 @@ class Model:
 
     def set_state(self, data, seq_id: int = 0) -> bool:
         """Load a sequence state (any buffer); False if llama.cpp refused it (the sequence is
-        then empty). Other sequences keep their KV."""
+        then empty, and `refusal` says why: its error lines are caught, not printed). Other
+        sequences keep their KV."""
         self.forget_from(0, seq_id)
         buf = np.frombuffer(data, np.uint8)  # no copy
         src = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        if llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, seq_id) == 0:
-            self.forget_from(0, seq_id)
-            return False
-        return True
+        with _caught_errors() as errors:
+            loaded = llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, seq_id) != 0
+        if loaded:
+            return True
+        self.forget_from(0, seq_id)
+        self.refusal = " ".join(" ".join(errors).split()) or "no reason given"
+        return False
 
     def close(self) -> None:
         self._ctx.close()
@@ -213,8 +224,26 @@ class Model:
 GGML_LOG_LEVEL_ERROR = 4  # ggml.h: NONE, DEBUG, INFO, WARN, ERROR, CONT
 
 
+_catching = threading.local()   # .lines: where this thread's llama.cpp errors go instead
+
+
+@contextmanager
+def _caught_errors():
+    """llama.cpp's error lines logged on this thread meanwhile, for the caller to word."""
+    _catching.lines = lines = []
+    try:
+        yield lines
+    finally:
+        _catching.lines = None
+
+
 @llama_cpp.llama_log_callback
 def _quiet_log(level, text, user_data):
     """llama.cpp logs load details to stderr; only errors matter to a chat user."""
     if level == GGML_LOG_LEVEL_ERROR:
-        sys.stderr.write(text.decode(errors="replace"))
+        message = text.decode(errors="replace")
+        lines = getattr(_catching, "lines", None)
+        if lines is not None:
+            lines.append(message)
+        else:
+            sys.stderr.write(message)

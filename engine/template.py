@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from jinja2 import BaseLoader, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from .errors import EngineError
+
 CHATML = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -19,12 +21,20 @@ CHATML = (
 )
 
 
-class TemplateUnstable(Exception):
+class TemplateUnstable(EngineError):
     """The template re-renders earlier messages differently as the chat grows."""
 
 
+class TemplateFailed(EngineError):
+    """The template refused the conversation (its raise_exception) or failed rendering it."""
+
+
+class _Refused(TemplateError):
+    pass
+
+
 def _raise(message: str):
-    raise TemplateError(message)
+    raise _Refused(message)
 
 
 @dataclass
@@ -38,9 +48,14 @@ class ChatTemplate:
         self._template = env.from_string(self.source)
 
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
-        return self._template.render(
-            messages=messages, add_generation_prompt=add_generation_prompt,
-            bos_token=self.bos_token, eos_token=self.eos_token, raise_exception=_raise)
+        try:
+            return self._template.render(
+                messages=messages, add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token, eos_token=self.eos_token, raise_exception=_raise)
+        except _Refused as exc:
+            raise TemplateFailed(f"the model's chat template refuses this conversation: {exc}") from None
+        except Exception as exc:  # a template's own bug (undefined name, bad filter, ...)
+            raise TemplateFailed(f"the model's chat template failed: {type(exc).__name__}: {exc}") from None
 
     def boundary(self, messages: list[dict]) -> str:
         """The prompt text that the messages cover, through the last one."""
