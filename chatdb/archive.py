@@ -198,6 +198,39 @@ class Archive:
             raise NotFound(f"no message {parent_id}")
         return row[0], row[1]
 
+    def add_question(self, conv_id: int, content: str) -> Message:
+        """The user's next message, read and written in one transaction.
+
+        It hangs under the nearest message at or above the head that is not
+        the user's: a head that is a question still without its answer (being
+        answered by another process right now, or left by a crash) gets a
+        sibling, not a question chained under it, so concurrent turns become
+        branches, each answered from the path it hangs under.
+        """
+        with self.transaction():
+            parent = self.conversation(conv_id).head_id
+            while parent is not None and (above := self.message(parent)).role == "user":
+                parent = above.parent_id
+            return self.add_message(conv_id, "user", content, parent_id=parent)
+
+    def advance_head(self, conv_id: int, expected: "int | None", message_id: int) -> bool:
+        """Move the head to `message_id` if it is still at `expected` (False: someone moved it)."""
+        with self.transaction():
+            cur = self.conn.execute(q.ADVANCE_HEAD, {"new": message_id, "id": conv_id,
+                                                    "expected": expected, "now": now()})
+            return cur.rowcount == 1
+
+    def retract(self, message_id: int) -> bool:
+        """Remove a message just written that nothing hangs under (a turn that failed);
+        heads at it go back to its parent. False if it has children (then it stays)."""
+        with self.transaction():
+            parent = self.message(message_id).parent_id
+            if self.children(message_id):
+                return False
+            self.conn.execute(q.HEADS_BACK, {"parent": parent, "id": message_id, "now": now()})
+            self.conn.execute(q.DELETE_LEAF, (message_id, message_id))
+            return True
+
     def message(self, message_id: int) -> Message:
         row = self.conn.execute(q.MESSAGE, (message_id,)).fetchone()
         if row is None:

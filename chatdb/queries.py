@@ -33,6 +33,11 @@ LIMIT ? OFFSET ?"""
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"
+# The head moves to a turn's message only if it is still where the turn left it.
+ADVANCE_HEAD = """
+UPDATE conversations SET head_id = :new, updated_at = :now WHERE id = :id AND head_id IS :expected"""
+HEADS_BACK = "UPDATE conversations SET head_id = :parent, updated_at = :now WHERE head_id = :id"
+DELETE_LEAF = "DELETE FROM messages WHERE id = ? AND NOT EXISTS (SELECT 1 FROM messages WHERE parent_id = ?)"
 TOUCH_CONVERSATION = "UPDATE conversations SET updated_at = :now WHERE id = :id"
 
 INSERT_MESSAGE = """

@@ -31,6 +31,7 @@ from .model_path import resolve_model_path
 from .prefetch import EarlyRead, Prefetch
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
 from .sequence import Sequence
+from .template import TemplateUnstable
 from .sampling import Sampler, SamplingSettings
 from .settings import plan
 from .threads import ThreadTuner
@@ -56,6 +57,8 @@ class Engine:
         self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
                                      else check_layout(model, self.warn))
         self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode)
+        if model.template_warning:
+            self.warn(model.template_warning)
         self.prompts = PromptBuilder(model, archive, self.tokenizer)
         self.cache = KVCache(Sequence(model), archive,
                              archive_source(self.kv_mode, self.fingerprint, self.layout),
@@ -132,29 +135,36 @@ class Engine:
 
     def reply(self, conv_id: int, text: str, *, on_text=None, cancelled=None,
               sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
-        """Add the user's message to the conversation and answer it."""
+        """Add the user's message to the conversation and answer it.
+
+        The message hangs under the path read when it is written
+        (Archive.add_question); a message that does not fit is taken back.
+        """
         started = self._begin_turn()
-        conv = self.archive.conversation(conv_id)
-        path = self.archive.path(conv.head_id)
-        user = {"role": "user", "content": text}
-        user_tokens = np.asarray(self.prompts.piece_tokens(as_chat(path), user), np.int32)
         settings = sampling or self.sampling
-        self._check_fits(path, user_tokens, settings)
-        with self.archive.transaction():
-            message = self.archive.add_message(conv_id, "user", text)
-            self.archive.tokens.put(message.id, self.tokenizer, user_tokens)
-        return self._answer(TurnParts(conv_id, message.id, started), path + [message], on_text,
-                            cancelled, settings, progress)
+        question = self.archive.add_question(conv_id, text)
+        try:
+            path = self.archive.path(question.id)
+            self._check_question(path, settings)
+        except BaseException:
+            self.archive.retract(question.id)
+            raise
+        return self._answer(TurnParts(conv_id, question.id, started, head=question.id), path,
+                            on_text, cancelled, settings, progress)
 
     def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
                sampling: "SamplingSettings | None" = None, progress=None,
                stop: "list[str] | None" = None) -> TurnResult:
-        """Answer an existing message (regenerate, or after an edit) as a new branch;
-        `stop` strings end the answer where one appears (not part of it)."""
-        turn = TurnParts(conv_id, None, self._begin_turn())
+        """Answer an existing message (regenerate, after an edit, or a question
+        written before the model loaded) as a new branch; `stop` strings end the
+        answer where one appears (not part of it)."""
+        started = self._begin_turn()
+        settings = sampling or self.sampling
+        turn = TurnParts(conv_id, None, started, head=self.archive.conversation(conv_id).head_id)
         path = self.archive.path(message_id)
-        return self._answer(turn, path, on_text, cancelled, sampling or self.sampling, progress,
-                            stop)
+        if path[-1].role == "user":
+            self._check_question(path, settings)
+        return self._answer(turn, path, on_text, cancelled, settings, progress, stop)
 
     def _begin_turn(self) -> float:
         """Start a turn's own warnings (a restore ahead of it reports into them); its start time."""
@@ -167,13 +177,19 @@ class Engine:
         for the answer (at most a quarter of the context)."""
         return self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4) - len(opening)
 
-    def _check_fits(self, path, user_tokens, settings) -> None:
-        system = path[0] if path and path[0].role == "system" else None
+    def _check_question(self, path, settings) -> None:
+        """PromptTooLong unless the question at the end of `path` fits with the system prompt."""
+        before, question = as_chat(path[:-1]), as_chat(path[-1:])[0]
+        try:
+            question_tokens = self.prompts.piece_tokens(before, question)
+        except TemplateUnstable:
+            question_tokens = self.model.tokenize(question["content"])
+        system = path[0] if path[0].role == "system" else None
         room = self._budget(settings, self.prompts.generation_tokens(path))
         room -= len(self.prompts.path_tokens([system]).flat()) if system else 0
-        if len(user_tokens) > room:
+        if len(question_tokens) > room:
             raise PromptTooLong(
-                f"the message is {len(user_tokens)} tokens; with the system prompt it does not "
+                f"the message is {len(question_tokens)} tokens; with the system prompt it does not "
                 f"fit the context of {self.model.n_ctx} tokens (room for {room})")
 
     def _answer(self, turn: TurnParts, path, on_text, cancelled, settings, progress,
@@ -199,8 +215,7 @@ class Engine:
                            cancelled, drafter, policy, self.tuning.clock, stop)
         self.tuning.after_turn(gen.timings)
         # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
-        message_id = self._save_answer(turn.conversation_id, path, opening, gen,
-                                       len(tokens.flat()),
+        message_id = self._save_answer(turn, path, opening, gen, len(tokens.flat()),
                                        exact=not window.left_out)
         if not window.left_out:
             self._store_kv(path, tokens, message_id)
@@ -213,24 +228,43 @@ class Engine:
         draft_kv = self.draft.cache.acquire(prompt, path) if self.draft is not None else None
         return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
 
-    def _save_answer(self, conv_id, path, opening, gen: Generation, start: int, exact: bool) -> int:
-        """Commit the answer with its exact tokens, and feed its tail to the model."""
-        answer = (self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens,
-                                             gen.covered) if exact else None)
+    def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int,
+                     exact: bool) -> int:
+        """Commit the answer with its exact tokens, and feed its tail to the model.
+
+        The head moves to it only if it is still at `turn.head`, where this turn
+        found or left it: another turn that moved it meanwhile keeps its branch.
+        """
+        answer = self._exact_answer(path, opening, gen) if exact else None
         with self.archive.transaction():
             message = self.archive.add_message(
-                conv_id, "assistant", gen.text, parent_id=path[-1].id, status=gen.status,
-                meta={"finish": gen.finish, "model": self.model.description()})
+                turn.conversation_id, "assistant", gen.text, parent_id=path[-1].id,
+                status=gen.status, meta={"finish": gen.finish, "model": self.model.description()},
+                move_head=False)
+            self.archive.advance_head(turn.conversation_id, turn.head, message.id)
             if answer is not None:
                 self.archive.tokens.put(message.id, self.tokenizer, answer)
         if answer is not None:  # the model has seen the answer up to the live end
             self.cache.extend(answer[len(self.cache.live) - start:])
         return message.id
 
+    def _exact_answer(self, path, opening, gen: Generation) -> "list[int] | None":
+        """The answer's exact tokens; None (the answer is kept all the same) when the
+        template renders it other than as it was generated."""
+        try:
+            return self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens,
+                                              gen.covered)
+        except EngineError as exc:  # not prefix-stable, or failing on this answer
+            self.warn(f"the answer's tokens are not stored: {exc}")
+            return None
+
     def _store_kv(self, path, before: PathTokens, message_id: int) -> None:
         if self.writer is None or not before.stable:
             return
-        full = self.prompts.path_tokens(path + [self.archive.message(message_id)])
+        try:
+            full = self.prompts.path_tokens(path + [self.archive.message(message_id)])
+        except EngineError:  # the template fails on the answer: its KV is not stored
+            return
         tokens = full.flat()
         if not np.array_equal(self.cache.live, tokens):
             return  # the context does not hold exactly this path

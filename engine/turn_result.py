@@ -37,6 +37,7 @@ class TurnParts:
     conversation_id: int
     user_message_id: "int | None"
     started: float            # time.perf_counter() when the turn began
+    head: "int | None" = None  # where the turn found or left the head (the answer moves it from there)
     prompt_tokens: int = 0
     left_out_messages: int = 0
 

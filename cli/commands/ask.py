@@ -3,7 +3,8 @@
 import sys
 
 from .. import output
-from ..interrupt import stop_on_sigint
+from ..interrupt import quit_on_signals, stop_on_sigint
+from ..text_input import read_stdin
 from .model_options import add_model_options, sampling_from
 from .options import add_command, open_archive
 
@@ -14,7 +15,7 @@ Answer one message and record both messages in the archive.
 
 Without -c, --conv or --fork-from a new conversation starts. TEXT `-` reads
 the message from stdin. Ctrl-C stops the answer and keeps what was written
-(marked interrupted).
+(marked interrupted); SIGTERM and SIGHUP do too, and exit 143 and 129.
 
 JSON: {conversation_id, user_message_id, message_id, text, status, finish,
 usage: {prompt_tokens, completion_tokens},
@@ -38,32 +39,43 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from engine.chat import Engine  # loads llama.cpp: only for commands that need it
-
     if args.system and (args.continue_last or args.conv):
         output.error("--system starts a new conversation; it cannot be given with -c or --conv")
         return 2
-    text = sys.stdin.read() if args.text == "-" else args.text
+    text = read_stdin() if args.text == "-" else args.text
     if not text.strip():
         output.error("the message is empty")
         return 2
-    with open_archive(args) as archive:
-        conv_id = _conversation(archive, args, text)
-        engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
-                             sampling=sampling_from(args), warn=output.warning,
-                             draft=args.draft, draft_model=args.draft_model,
-                             resume=archive.conversation(conv_id).head_id, threads=args.threads)
+    with open_archive(args) as archive, quit_on_signals():
+        turn = Turn.start(archive, args, text)
         try:
-            stream = None if args.json else _stream
-            with stop_on_sigint() as stopped:
-                result = engine.reply(conv_id, text, on_text=stream, cancelled=stopped)
-        finally:
-            engine.close()
+            result, quit_status = _answer(archive, args, turn)
+        except Exception:  # a failed start (no model, too long): leave nothing behind
+            turn.undo()
+            raise
     if args.json:
         output.print_json(as_json(result))
     else:
         sys.stdout.write("\n")
-    return 130 if result.status == "interrupted" else 0
+    return quit_status or (130 if result.status == "interrupted" else 0)
+
+
+def _answer(archive, args, turn: "Turn"):
+    from engine.chat import Engine  # loads llama.cpp: only for commands that need it
+
+    engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
+                         sampling=sampling_from(args), warn=output.warning,
+                         draft=args.draft, draft_model=args.draft_model,
+                         resume=turn.question.id, threads=args.threads)
+    try:
+        stream = None if args.json else _stream
+        with stop_on_sigint() as stopped:
+            result = engine.answer(turn.conv_id, turn.question.id, on_text=stream,
+                                   cancelled=stopped)
+    finally:
+        engine.close()  # the answer's KV is stored, even on SIGTERM
+    result.user_message_id = turn.question.id
+    return result, stopped.quit_status
 
 
 def _stream(text: str) -> None:
@@ -71,16 +83,46 @@ def _stream(text: str) -> None:
     sys.stdout.flush()
 
 
-def _conversation(archive, args, text: str) -> int:
+class Turn:
+    """The question, written before the model loads (a kill meanwhile keeps it)."""
+
+    def __init__(self, archive, conv_id: int, question, new_conversation: bool):
+        self.archive, self.conv_id, self.question = archive, conv_id, question
+        self.new_conversation = new_conversation
+
+    @classmethod
+    def start(cls, archive, args, text: str) -> "Turn":
+        conv_id, new = _conversation(archive, args, text)
+        try:
+            question = archive.add_question(conv_id, text)
+        except BaseException:
+            if new:
+                archive.delete_conversation(conv_id)
+            raise
+        return cls(archive, conv_id, question, new)
+
+    def undo(self) -> None:
+        """Take the question back, and the conversation if this command made it
+        (not once it has an answer)."""
+        if self.archive.children(self.question.id):
+            return
+        if self.new_conversation:
+            self.archive.delete_conversation(self.conv_id)
+        else:
+            self.archive.retract(self.question.id)
+
+
+def _conversation(archive, args, text: str) -> "tuple[int, bool]":
+    """(conversation id, whether it is new)."""
     if args.conv is not None:
-        return archive.conversation(args.conv).id
+        return archive.conversation(args.conv).id, False
     if args.continue_last:
         latest = archive.latest_conversation()
         if latest is not None:
-            return latest.id
+            return latest.id, False
     if args.fork_from is not None:
-        return archive.fork(args.fork_from).id
-    return archive.create_conversation(title_of(text), system_prompt=args.system).id
+        return archive.fork(args.fork_from).id, True
+    return archive.create_conversation(title_of(text), system_prompt=args.system).id, True
 
 
 def title_of(text: str) -> str:
