@@ -10,12 +10,16 @@ import sqlite3
 import sys
 from importlib import metadata
 
+from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
 from . import output
+from .interrupt import Quit
 from .commands import register_all
 from .commands.chat import console_options
-from .commands.options import db_options
+from .commands.model_options import fill_defaults
+from .commands.options import db_options, db_path
+from .text_input import check_arguments
 
 DESCRIPTION = """\
 A chat for local language models whose whole memory is one SQLite file.
@@ -41,13 +45,18 @@ def default_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -
 
 
 def main(argv: "list[str] | None" = None) -> int:
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        fill_defaults(args)
+        check_arguments(args)
         run = getattr(args, "func", None)
         return run(args) if run else default_command(args, parser)
     except KeyboardInterrupt:
         return 130
+    except Quit as stop:  # SIGTERM or SIGHUP outside an answer, once cleaned up
+        return stop.status
     except BrokenPipeError:
         _silence_stdout()
         return 141
@@ -55,8 +64,8 @@ def main(argv: "list[str] | None" = None) -> int:
         output.error(str(exc))
     except OSError as exc:  # a file that cannot be read or written
         output.error(_describe_os_error(exc))
-    except sqlite3.Error as exc:
-        output.error(f"database: {exc}")
+    except sqlite3.Error as exc:  # e.g. a write to a read-only archive
+        output.error(f"{db_path(args) if args is not None else 'database'}: {describe(exc)}")
     return 1
 
 

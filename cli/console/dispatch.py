@@ -6,6 +6,7 @@ that stdin mode can end with status 1 when something failed.
 
 import sqlite3
 
+from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
 from . import commands
@@ -26,7 +27,7 @@ def handle(session, text: str) -> None:
     except OSError as exc:
         fail(session, f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
     except sqlite3.Error as exc:
-        fail(session, f"database: {exc}")
+        fail(session, f"{session.archive.db_path}: {describe(exc)}")
 
 
 def fail(session, message: str) -> None:

@@ -11,7 +11,7 @@ from chatdb.errors import ChatdbError
 from chatdb.records import Conversation, Message
 
 from ..commands.ask import title_of
-from ..interrupt import stop_on_sigint
+from ..interrupt import Quit, stop_on_sigint
 from .answer_stream import AnswerStream
 from .frontend import Frontend
 from .model_loading import EngineOptions, model_name, swap_engine
@@ -133,6 +133,8 @@ class Session:
         stream.finish(result.status == "interrupted")
         self.render.note(turn_line(result))
         self.stats.add(result)
+        if stopped.quit_status:  # SIGTERM / SIGHUP: the answer is kept; now leave as /quit does
+            raise Quit(stopped.quit_status - 128)
 
     # -- the model -----------------------------------------------------------------
 

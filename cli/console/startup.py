@@ -7,6 +7,7 @@ at once. Leaving always waits for the KV state to be stored (engine.close).
 import sys
 
 from .. import output
+from ..interrupt import quit_on_signals
 from ..commands import refs
 from ..commands.model_options import sampling_from
 from ..commands.options import open_archive
@@ -29,7 +30,8 @@ def run(args) -> int:
             from .app import run as loop  # prompt_toolkit: only for a terminal
         else:
             from .stdin_mode import run as loop
-        return loop(session)
+        with quit_on_signals():  # SIGTERM / SIGHUP: unwind (the terminal restored), then close
+            return loop(session)
     finally:
         session.close()
 

@@ -1,0 +1,93 @@
+"""SIGTERM and SIGHUP are Ctrl-C then /quit: the answer kept, KV stored, the terminal restored."""
+
+import re
+import shutil
+import signal
+import subprocess
+import termios
+
+from chatdb.archive import Archive
+
+from .test_console_pty import ANSWER_COLOUR, PROMPT, terminal  # noqa: F401  (the fixture)
+
+LONG = "Write a very long story about a dragon and a knight"
+BRACKETED_PASTE_ON, BRACKETED_PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
+
+
+def _restored(term) -> None:
+    """The pty is back in the mode the console found it in: echo, canonical, no bracketed paste."""
+    attrs = termios.tcgetattr(term.master)
+    assert attrs[3] & termios.ECHO and attrs[3] & termios.ICANON
+    assert term.screen.rfind(BRACKETED_PASTE_OFF) > term.screen.rfind(BRACKETED_PASTE_ON)
+
+
+def _stored_rows(archive, message_id) -> int:
+    fingerprints = archive.kv.fingerprints_for(message_id)
+    return len(archive.kv.rows_along_path(message_id, fingerprints.pop())) if fingerprints else 0
+
+
+def _recomputed_matches(chatdb, db_path, tmp_path):
+    copy = tmp_path / "copy.db"
+    shutil.copy(db_path, copy)
+    greedy = ("--temperature", "0", "--seed", "1", "--max-tokens", "12", "--ctx", "2048")
+    resumed = chatdb("ask", "--json", "-c", *greedy, "And then?").json()
+    recomputed = chatdb("ask", "--json", "-c", "--no-kv", *greedy, "And then?",
+                        "--db", copy, db=False).json()
+    assert resumed["kv"]["source"] == "archive"
+    assert resumed["text"] == recomputed["text"]
+
+
+def test_sigterm_while_an_answer_streams(terminal, db_path, tmp_path, chatdb):  # noqa: F811
+    term = terminal("--max-tokens", "300")
+    term.wait_for(PROMPT)
+    term.type(LONG + "\r")
+    term.wait_for(re.escape(ANSWER_COLOUR) + r"\w+ \w+")
+    term.proc.send_signal(signal.SIGTERM)
+    assert term.close() == 143
+    _restored(term)
+    with Archive.open(db_path) as archive:
+        question, answer = archive.messages(1)
+        assert question.content == LONG
+        assert answer.status == "interrupted" and answer.content
+        assert _stored_rows(archive, answer.id) == 2
+    _recomputed_matches(chatdb, db_path, tmp_path)
+
+
+def test_sighup_at_the_prompt(terminal, db_path, tmp_path, chatdb):  # noqa: F811
+    term = terminal("--max-tokens", "8")
+    term.wait_for(PROMPT)
+    term.type("Name a colour\r")
+    term.wait_for(r"tokens/s")
+    term.wait_for(PROMPT)
+    term.type("half a quest")   # typed, not sent
+    term.wait_for("quest")
+    term.proc.send_signal(signal.SIGHUP)
+    assert term.close() == 129
+    _restored(term)
+    with Archive.open(db_path) as archive:
+        question, answer = archive.messages(1)
+        assert answer.status == "complete"
+        assert _stored_rows(archive, answer.id) == 2
+    _recomputed_matches(chatdb, db_path, tmp_path)
+
+
+def test_sigterm_stops_ask_and_keeps_the_partial_answer(chatdb, db_path, tmp_path):
+    process = subprocess.Popen(chatdb.argv("ask", "--temperature", "0", "--max-tokens", "400",
+                                           "--ctx", "2048", LONG),
+                               cwd=chatdb.cwd, env=chatdb.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        first = process.stdout.read(1)   # the answer has begun streaming
+        process.send_signal(signal.SIGTERM)
+        rest, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err
+    assert first and b"Traceback" not in err
+    with Archive.open(db_path) as archive:
+        question, answer = archive.messages(1)
+        assert question.content == LONG
+        assert answer.status == "interrupted"
+        assert (first + rest).decode().strip() == answer.content.strip()
+        assert _stored_rows(archive, answer.id) == 2
+    _recomputed_matches(chatdb, db_path, tmp_path)
