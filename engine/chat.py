@@ -19,7 +19,7 @@ from .draft_model import DraftModel
 from .draft_policy import DraftPolicy
 from .drafting import make_drafter, resolve_mode
 from .describe import describe
-from .errors import EngineError, PromptTooLong
+from .errors import Cancelled, EngineError, PromptTooLong
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
 from .gguf_header import read_facts
@@ -204,7 +204,8 @@ class Engine:
         prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
         turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
         acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
-                                      progress, capture=len(prompt) - len(opening))
+                                      progress, capture=len(prompt) - len(opening),
+                                      cancelled=cancelled)
         drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
         with Sampler(settings, self.model.n_vocab) as sampler:
             if settings.repeat_penalty != 1.0:
@@ -214,6 +215,8 @@ class Engine:
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
                            cancelled, drafter, policy, self.tuning.clock, stop)
         self.tuning.after_turn(gen.timings)
+        if gen.finish == "cancelled" and not gen.tokens:
+            raise Cancelled()  # nothing was said: no empty answer joins later prompts
         # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
         message_id = self._save_answer(turn, path, opening, gen, len(tokens.flat()),
                                        exact=not window.left_out)

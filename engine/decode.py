@@ -2,12 +2,21 @@
 
 The position of every token is its index in the sequence; the caller keeps
 `Model`'s KV and its own list of tokens in step.
+
+A prefill can be stopped (Ctrl-C) within one graph node, not one batch:
+llama.cpp's abort callback asks `cancelled` between nodes (a Python signal
+handler runs inside that call, since it comes on the calling thread). It is
+set for prefills only: asking per node would slow the one-token steps.
 """
+
+from contextlib import contextmanager
 
 import llama_cpp
 
-from .errors import EngineError
+from .errors import Cancelled, EngineError
 from .model import Model
+
+LLAMA_DECODE_ABORTED = 2
 
 
 class Decoder:
@@ -18,16 +27,38 @@ class Decoder:
         self.n_batch = model.config.n_batch
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
 
-    def prefill(self, tokens, start: int, progress=None) -> None:
-        """Decode `tokens` at positions start.. in batches; logits for the last one only."""
+    def prefill(self, tokens, start: int, progress=None, cancelled=None) -> None:
+        """Decode `tokens` at positions start.. in batches; logits for the last one only.
+
+        Cancelled (its `done` tokens kept in the KV) if `cancelled()` turns true.
+        """
         total = len(tokens)
         done = 0
-        for size in [min(self.n_batch, total - i) for i in range(0, total, self.n_batch)]:
-            self._fill(tokens[done: done + size], start + done, last_logits=done + size == total)
-            self._decode()
-            done += size
-            if progress:
-                progress(done, total)
+        with self._abortable(cancelled):
+            for size in [min(self.n_batch, total - i) for i in range(0, total, self.n_batch)]:
+                if cancelled is not None and cancelled():
+                    raise Cancelled(done)
+                self._fill(tokens[done: done + size], start + done, last_logits=done + size == total)
+                try:
+                    self._decode()
+                except Cancelled:
+                    self.model.forget_from(start + done)  # the batch may be part-computed
+                    raise Cancelled(done) from None
+                done += size
+                if progress:
+                    progress(done, total)
+
+    @contextmanager
+    def _abortable(self, cancelled):
+        if cancelled is None:
+            yield
+            return
+        callback = llama_cpp.ggml_abort_callback(lambda data: bool(cancelled()))
+        llama_cpp.llama_set_abort_callback(self.model.ctx, callback, None)
+        try:
+            yield
+        finally:
+            llama_cpp.llama_set_abort_callback(self.model.ctx, llama_cpp.ggml_abort_callback(), None)
 
     def step(self, token: int, position: int) -> None:
         """Decode one token (the hot loop: no Python lists, one call)."""
@@ -57,6 +88,8 @@ class Decoder:
 
     def _decode(self) -> None:
         rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
+        if rc == LLAMA_DECODE_ABORTED:
+            raise Cancelled()
         if rc != 0:
             raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
 

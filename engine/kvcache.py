@@ -82,8 +82,10 @@ class KVCache:
         return self.seq.decoder
 
     def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None,
-                capture: "int | None" = None) -> Acquired:
+                capture: "int | None" = None, cancelled=None) -> Acquired:
         """Make the sequence hold the KV of `target` (logits ready for its last token).
+
+        Cancelled if `cancelled()` turns true meanwhile; what was computed stays held.
 
         `capture`: a message boundary inside `target` (the question's end). If
         it is computed here, a sliding-window model's state there is kept for
@@ -103,9 +105,9 @@ class KVCache:
         self.captured = None
         layout = getattr(self.stored, "layout", None)
         if layout is not None and layout.window and capture is not None and n < capture < len(target):
-            self.seq.prefill(target[n:capture])
+            self.seq.prefill(target[n:capture], cancelled=cancelled)
             self.captured = (capture, self.seq.state())
-        self.seq.prefill(target[len(self.seq.tokens):], progress)
+        self.seq.prefill(target[len(self.seq.tokens):], progress, cancelled)
         return Acquired(n, source, len(target) - n, restore_ms, (time.perf_counter() - t) * 1000, ahead)
 
     def warm(self, path: PathTokens, archive: Archive, warn) -> None:

@@ -9,6 +9,7 @@ cells are per sequence.
 import numpy as np
 
 from .decode import Decoder
+from .errors import Cancelled
 from .model import Model
 
 
@@ -34,11 +35,19 @@ class Sequence:
         """The sequence's state in llama.cpp's byte layout."""
         return self.model.get_state(self.seq_id)
 
-    def prefill(self, tokens, progress=None) -> None:
-        """Compute the KV of `tokens` after those held (logits ready for the last one)."""
+    def prefill(self, tokens, progress=None, cancelled=None) -> None:
+        """Compute the KV of `tokens` after those held (logits ready for the last one).
+
+        Cancelled if `cancelled()` turns true meanwhile; the tokens computed by then stay held.
+        """
         if len(tokens):
-            self.decoder.prefill(list(tokens), len(self.tokens), progress)
-            self.tokens = np.concatenate([self.tokens, np.asarray(tokens, np.int32)])
+            tokens = np.asarray(tokens, np.int32)
+            try:
+                self.decoder.prefill(tokens.tolist(), len(self.tokens), progress, cancelled)
+            except Cancelled as stop:
+                self.tokens = np.concatenate([self.tokens, tokens[:stop.done]])
+                raise
+            self.tokens = np.concatenate([self.tokens, tokens])
 
     def mark_decoded(self, tokens: list[int]) -> None:
         """Record tokens the decode loop has fed to the model itself."""

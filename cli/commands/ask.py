@@ -2,6 +2,8 @@
 
 import sys
 
+from engine.errors import Cancelled
+
 from .. import output
 from ..interrupt import quit_on_signals, stop_on_sigint
 from ..text_input import read_stdin
@@ -50,6 +52,9 @@ def run(args) -> int:
         turn = Turn.start(archive, args, text)
         try:
             result, quit_status = _answer(archive, args, turn)
+        except Cancelled as stop:  # before the answer began: the question stays, unanswered
+            output.warning(f"{stop}; the question is kept (message {turn.question.id})")
+            return getattr(stop, "quit_status", None) or 130
         except Exception:  # a failed start (no model, too long): leave nothing behind
             turn.undo()
             raise
@@ -70,8 +75,12 @@ def _answer(archive, args, turn: "Turn"):
     try:
         stream = None if args.json else _stream
         with stop_on_sigint() as stopped:
-            result = engine.answer(turn.conv_id, turn.question.id, on_text=stream,
-                                   cancelled=stopped)
+            try:
+                result = engine.answer(turn.conv_id, turn.question.id, on_text=stream,
+                                       cancelled=stopped)
+            except Cancelled as stop:
+                stop.quit_status = stopped.quit_status
+                raise
     finally:
         engine.close()  # the answer's KV is stored, even on SIGTERM
     result.user_message_id = turn.question.id

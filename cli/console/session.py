@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from chatdb.errors import ChatdbError
 from chatdb.records import Conversation, Message
+from engine.errors import Cancelled
 
 from ..commands.ask import title_of
 from ..interrupt import Quit, stop_on_sigint
@@ -126,6 +127,12 @@ class Session:
         except KeyboardInterrupt:  # a second Ctrl-C: the answer could not be kept
             stream.finish(interrupted=True)
             self.render.warning("stopped at once; this answer was not kept")
+            return
+        except Cancelled:  # stopped while the prompt was read: no empty answer is kept
+            stream.waiting.stop()
+            self.render.note("stopped before the answer began; your message is kept")
+            if stopped.quit_status:
+                raise Quit(stopped.quit_status - 128) from None
             return
         except BaseException:
             stream.waiting.stop()
