@@ -19,7 +19,12 @@ chain alone. Medians of --repeat runs. --model (repeatable) runs the same
 measurements for each model file, in the same run; typed and diskcache
 render ChatML, so they are measured for the default model only.
 
-    python bench/resume.py [--model PATH ...] [--sizes 1000,2000,4000] [--repeat 3]
+Then a chat of twice the context (--long-ctx) continued for --turns turns,
+each in a new process (`ask -c`: a restart every turn), against a chat of
+half the context continued the same way: the median time to first token per
+turn, after the first (which reads the window once), and their ratio.
+
+    python bench/resume.py [--model PATH ...] [--sizes 1000,2000,4000] [--repeat 3] [--long-ctx 2048] [--turns 6]
 """
 
 import argparse
@@ -210,6 +215,24 @@ def turns_growth(work: Path, turns: int = 10) -> float:
     return (sn / s1) / (tn / t1)
 
 
+def long_chat(work: Path, ctx: int, n_tokens: int, turns: int) -> dict:
+    """Per-turn figures of `turns` questions, each in a new process, after a chat of n_tokens."""
+    db = work / f"long{n_tokens}.db"
+    with Archive.open(db) as archive:
+        conv = archive.create_conversation(f"{n_tokens} tokens", system_prompt="You are helpful.")
+        for i in range(max(1, round(n_tokens / tokens_per_turn()))):
+            archive.add_message(conv.id, "user", f"Question {i}: " + FILLER * 4)
+            archive.add_message(conv.id, "assistant", FILLER * 5)
+    ttft, computed, left_out = [], [], 0
+    for i in range(turns):
+        r = chatdb(db, "-c", "--ctx", str(ctx), *ASK, f"Turn {i}: one word?")
+        ttft.append(r["timings"]["ttft_ms"])
+        computed.append(r["kv"]["computed_tokens"])
+        left_out = max(left_out, r["left_out_messages"])
+    return {"tokens": n_tokens, "ttft": statistics.median(ttft[1:]), "first": ttft[0],
+            "computed": statistics.median(computed[1:]), "left_out": left_out}
+
+
 def forks_storage(db: Path, conv_id: int) -> float:
     with Archive.open(db) as archive:
         one_chain = archive.kv.usage().stored_bytes
@@ -232,6 +255,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--model", action="append", metavar="PATH",
                         help="a GGUF file to measure (repeatable; 'default' is chatdb's default model)")
+    parser.add_argument("--long-ctx", type=int, default=2048)
+    parser.add_argument("--turns", type=int, default=6)
     args = parser.parse_args()
     for model in args.model or ["default"]:
         report(None if model == "default" else model, args)
@@ -249,6 +274,8 @@ def report(model_file: "str | None", args) -> None:
         fork_db = Path(tmp) / "forks.db"
         ratio = forks_storage(fork_db, build_chat(fork_db, 2000))
         growth = turns_growth(Path(tmp))
+        within = long_chat(Path(tmp), args.long_ctx, args.long_ctx // 2, args.turns)
+        beyond = long_chat(Path(tmp), args.long_ctx, args.long_ctx * 2, args.turns)
     print(f"\n{Path(model).name}: time to first token after reopening a chat in a new process "
           f"(median of {args.repeat}, ms)")
     print(f"{'tokens':>7} {'chatdb':>8} {'typed':>7} {'re-read':>9} {'diskcache':>10} "
@@ -268,6 +295,14 @@ def report(model_file: "str | None", args) -> None:
                     for r in results))
     print(f"Storage after 10 turns vs after the first, per growth in tokens: {growth:.3f}")
     print(f"Storage of ten forks of a 2,000-token chain vs the chain alone: {ratio:.3f}x")
+    print(f"\nA chat longer than the context ({args.long_ctx} tokens), a new process every turn: "
+          f"median of turns 2-{args.turns}")
+    print(f"{'chat tokens':>12} {'left out':>9} {'first ttft':>11} {'ttft ms':>8} {'computed':>9}")
+    for r in (within, beyond):
+        print(f"{r['tokens']:>12} {r['left_out']:>9} {r['first']:>11.1f} {r['ttft']:>8.1f} "
+              f"{r['computed']:>9.0f}")
+    print(f"twice the context vs within it: {beyond['ttft'] / within['ttft']:.2f}x per-turn ttft "
+          "(target: within 1.5x)")
 
 
 if __name__ == "__main__":

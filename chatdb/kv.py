@@ -6,6 +6,7 @@ their ancestors' rows; 'snapshot' holds the whole state up to a message, for
 models whose memory cannot be cut into rows.
 """
 
+import json
 import sqlite3
 from dataclasses import dataclass
 
@@ -63,6 +64,12 @@ SELECT k.message_id FROM up JOIN kv_segments k
 WHERE up.id != :message_id
   AND NOT EXISTS (SELECT 1 FROM conversations c WHERE c.head_id = up.id)
   AND (SELECT count(*) FROM messages c WHERE c.parent_id = up.id) < 2"""
+
+# Which of a list of messages have KV under a fingerprint (a window's messages,
+# which skip part of their tree path).
+KINDS_AMONG = """
+SELECT message_id, kind FROM kv_segments
+WHERE fingerprint = :fp AND message_id IN (SELECT value FROM json_each(:ids))"""
 
 FINGERPRINTS_FOR = "SELECT DISTINCT fingerprint FROM kv_segments WHERE message_id = ?"
 STORED_BYTES = "SELECT count(*), coalesce(sum(length(data)), 0), coalesce(sum(raw_size), 0) FROM kv_segments"
@@ -155,6 +162,24 @@ class KVStore:
         """Along the path to `message_id`, the deepest point whose KV is complete."""
         row = self.conn.execute(DEEPEST_RESTORABLE, {"message_id": message_id, "fp": fingerprint}).fetchone()
         return Restorable(*row) if row else None
+
+    def deepest_along(self, message_ids: list[int], fingerprint: str) -> "Restorable | None":
+        """Like deepest_restorable, for a sequence of messages given in order (a window:
+        the system prompt, then the messages from its anchor on): rows must be stored
+        for every message up to the point; a snapshot stands alone."""
+        kinds: dict[int, set] = {}
+        for message_id, kind in self.conn.execute(
+                KINDS_AMONG, {"fp": fingerprint, "ids": json.dumps(message_ids)}):
+            kinds.setdefault(message_id, set()).add(kind)
+        rows = 0   # messages from the first on that all have rows
+        while rows < len(message_ids) and "rows" in kinds.get(message_ids[rows], ()):
+            rows += 1
+        snapshots = [i for i, m in enumerate(message_ids) if "snapshot" in kinds.get(m, ())]
+        depth = max([rows - 1] + snapshots)
+        if depth < 0:
+            return None
+        kind = "rows" if depth == rows - 1 else "snapshot"   # rows first where as deep
+        return Restorable(message_ids[depth], depth, kind)
 
     def rows_index(self, message_id: int, fingerprint: str) -> list["SegmentRef"]:
         """Which 'rows' segments lie on the path from the root to `message_id`, in path order."""

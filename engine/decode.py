@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import llama_cpp
 
 from .errors import Cancelled, EngineError
-from .model import Model
+from .model import Model, caught_errors
 
 LLAMA_DECODE_ABORTED = 2
 
@@ -26,6 +26,7 @@ class Decoder:
         self.model, self.seq_id = model, seq_id
         self.n_batch = model.config.n_batch
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._errors: "list[str] | None" = None   # llama.cpp's error lines, while caught
 
     def prefill(self, tokens, start: int, progress=None, cancelled=None) -> None:
         """Decode `tokens` at positions start.. in batches; logits for the last one only.
@@ -56,8 +57,11 @@ class Decoder:
         callback = llama_cpp.ggml_abort_callback(lambda data: bool(cancelled()))
         llama_cpp.llama_set_abort_callback(self.model.ctx, callback, None)
         try:
-            yield
+            with caught_errors() as lines:  # an abort makes llama.cpp log three error lines
+                self._errors = lines
+                yield
         finally:
+            self._errors = None
             llama_cpp.llama_set_abort_callback(self.model.ctx, llama_cpp.ggml_abort_callback(), None)
 
     def step(self, token: int, position: int) -> None:
@@ -91,7 +95,9 @@ class Decoder:
         if rc == LLAMA_DECODE_ABORTED:
             raise Cancelled()
         if rc != 0:
-            raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
+            said = " ".join(" ".join(self._errors or []).split())
+            raise EngineError(f"llama_decode failed (status {rc}): the context may be full"
+                              + (f" ({said})" if said else ""))
 
     def close(self) -> None:
         if self.batch is not None:

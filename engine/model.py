@@ -208,7 +208,7 @@ class Model:
         self.forget_from(0, seq_id)
         buf = np.frombuffer(data, np.uint8)  # no copy
         src = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
-        with _caught_errors() as errors:
+        with caught_errors() as errors:
             loaded = llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, seq_id) != 0
         if loaded:
             return True
@@ -228,7 +228,7 @@ _catching = threading.local()   # .lines: where this thread's llama.cpp errors g
 
 
 @contextmanager
-def _caught_errors():
+def caught_errors():
     """llama.cpp's error lines logged on this thread meanwhile, for the caller to word."""
     _catching.lines = lines = []
     try:

@@ -1,35 +1,61 @@
-"""Fitting a conversation into the context: leave out the oldest turns.
+"""Fitting a conversation into the context: a window anchored at a message.
 
-The system prompt stays; whole turns after it are left out, oldest first,
-until the rest fits. The window is then tokenized as one text: its KV
-belongs to no stored path, so it is neither restored nor stored.
+The system prompt stays; the window is the path from an anchor (a user
+message) to the end. The anchor moves in steps of about half the room, at
+fixed places along the path (the first user message past each multiple of
+the step), and only when the messages after it no longer fit. So the window
+stays the same for many turns: each turn only adds its new messages, its
+state is a prefix of the next turn's (reused live, or restored from the
+archive under the window's own key), and the choice depends on the path's
+tokens alone, so another process or a recomputation picks the same window.
+
+Per-message tokens are kept as they are, so the window is a PathTokens like
+any path: a message's KV rows in a window sit at other positions than on
+the whole path, and are stored under a key naming the anchor (`key`).
 """
 
 from dataclasses import dataclass
 
 from chatdb.records import Message
 
-from .prompt import PathTokens, PromptBuilder
+from .prompt import PathTokens
+
+STEPS_PER_ROOM = 2   # the anchor moves by about half the room at a time
 
 
 @dataclass
 class Window:
     tokens: PathTokens
-    left_out: int
+    left_out: int                   # messages after the system prompt left out
+    anchor: "int | None" = None     # the message the window starts at, when any is left out
 
 
-def fit_window(tokens: PathTokens, path: list[Message], budget: int,
-               prompts: PromptBuilder) -> Window:
-    if sum(tokens.lengths) <= budget:
+def fit_window(tokens: PathTokens, path: list[Message], budget: int, prompts=None) -> Window:
+    lengths = tokens.lengths
+    if sum(lengths) <= budget or not tokens.stable:
         return Window(tokens, 0)
-    head = path[:1] if path and path[0].role == "system" else []
-    rest = path[len(head):]
-    for drop in range(1, len(rest)):
-        kept = rest[drop:]
-        if kept[0].role != "user":
-            continue
-        window = prompts.whole(head + kept)
-        if sum(window.lengths) <= budget:
-            return Window(window, drop)
-    window = prompts.whole(head + rest[-1:])
-    return Window(window, len(rest) - 1)
+    head = 1 if path and path[0].role == "system" else 0
+    room = budget - sum(lengths[:head])
+    anchor = _anchor(path, lengths, head, room)
+    kept = list(range(head)) + list(range(anchor, len(path)))
+    window = PathTokens([tokens.message_ids[i] for i in kept], [tokens.arrays[i] for i in kept])
+    return Window(window, anchor - head, path[anchor].id)
+
+
+def _anchor(path: list[Message], lengths: list[int], head: int, room: int) -> int:
+    """The index of the first message kept: the earliest step point whose rest fits."""
+    step = max(1, room // STEPS_PER_ROOM)
+    offsets, total = [], 0
+    for n in lengths[head:]:
+        offsets.append(total)
+        total += n
+    suffix = [total - offset for offset in offsets]   # tokens from each message to the end
+    k, i = 1, head
+    while True:
+        while i < len(path) and (offsets[i - head] < k * step or path[i].role != "user"):
+            i += 1
+        if i >= len(path):
+            return len(path) - 1   # nothing fits: the last message alone
+        if suffix[i - head] <= room:
+            return i
+        k = offsets[i - head] // step + 1   # the next step point past this message

@@ -265,6 +265,23 @@ def test_deepest_restorable_complete_chain(archive, chain):
     assert archive.kv.deepest_restorable(424242, FP) is None
 
 
+def test_deepest_along_a_window_skips_what_the_window_leaves_out(archive, chain):
+    window = [chain[0].id] + [m.id for m in chain[3:]]     # the system prompt, then from m2 on
+    key = FP + "/window"
+    assert archive.kv.deepest_along(window, key) is None
+    for m in [chain[0], chain[3], chain[4]]:
+        archive.kv.put(m.id, key, "rows", 4, kv_bytes(m.id))
+    point = archive.kv.deepest_along(window, key)
+    assert (point.message_id, point.depth, point.kind) == (chain[4].id, 2, "rows")
+    assert [r.message_id for r in archive.kv.rows_index(chain[4].id, key)] == window[:3]
+    archive.kv.delete(chain[3].id, key)
+    assert archive.kv.deepest_along(window, key).message_id == chain[0].id
+    archive.kv.put(chain[5].id, key, "snapshot", 20, kv_bytes(1, n_tokens=20))
+    point = archive.kv.deepest_along(window, key)
+    assert (point.message_id, point.kind) == (chain[5].id, "snapshot")
+    assert archive.kv.deepest_along(window, FP) is None      # the path's own key holds nothing here
+
+
 def test_deepest_restorable_stops_at_a_gap(archive, chain):
     put_rows(archive, chain)
     archive.kv.delete(chain[3].id, FP)

@@ -8,7 +8,7 @@ import termios
 
 from chatdb.archive import Archive
 
-from .test_console_pty import ANSWER_COLOUR, PROMPT, terminal  # noqa: F401  (the fixture)
+from .test_console_pty import ANSWER_COLOUR, PROMPT, Terminal, terminal  # noqa: F401  (the fixture)
 
 LONG = "Write a very long story about a dragon and a knight"
 BRACKETED_PASTE_ON, BRACKETED_PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
@@ -91,3 +91,29 @@ def test_sigterm_stops_ask_and_keeps_the_partial_answer(chatdb, db_path, tmp_pat
         assert (first + rest).decode().strip() == answer.content.strip()
         assert _stored_rows(archive, answer.id) == 2
     _recomputed_matches(chatdb, db_path, tmp_path)
+
+
+def test_ctrl_c_while_a_long_paste_is_read_stops_it_and_keeps_no_empty_answer(cli_env, db_path, tmp_path):
+    env = {**cli_env, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1",
+           "XDG_STATE_HOME": str(tmp_path / "state")}
+    term = Terminal(["--db", db_path, "--max-tokens", "20", "--ctx", "8192"], env)
+    try:
+        _stop_the_paste(term, db_path)
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+
+
+def _stop_the_paste(term, db_path) -> None:
+    term.wait_for(PROMPT)
+    paste = "The lighthouse keepers of the northern coast kept long logs of every storm. " * 400
+    term.type("\x1b[200~" + paste + "\x1b[201~\r")     # one pasted message, ~6,000 tokens
+    term.wait_for(r"thinking")                          # shown once the prefill has run 1 s
+    term.type("\x03")
+    term.wait_for(r"stopped before the answer began; your message is kept")
+    term.wait_for(PROMPT)
+    term.type("/quit\r")
+    assert term.close() == 0
+    with Archive.open(db_path) as archive:
+        path = archive.messages(1)
+    assert [m.role for m in path] == ["user"] and path[0].content == paste

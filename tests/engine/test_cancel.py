@@ -20,7 +20,7 @@ class StopAfter:
         return self.asked > self.n
 
 
-def test_a_stop_during_the_prefill_takes_effect_inside_the_batch(open_engine, tmp_path):
+def test_a_stop_during_the_prefill_takes_effect_inside_the_batch(open_engine, tmp_path, capfd):
     archive, engine = open_engine(n_ctx=2048)
     conv = archive.create_conversation("long")
     stop = StopAfter(50)
@@ -28,6 +28,7 @@ def test_a_stop_during_the_prefill_takes_effect_inside_the_batch(open_engine, tm
         engine.reply(conv.id, LONG, cancelled=stop)
     assert raised.value.done == 0            # one batch of 512 and more: stopped inside the first
     assert 50 < stop.asked < 1000            # asked per node, not once per batch
+    assert capfd.readouterr().err == ""      # llama.cpp's lines about the abort are not shown
     path = archive.messages(conv.id)
     assert [m.role for m in path] == ["user"] and path[0].content == LONG   # no empty answer
     resumed = engine.answer(conv.id, path[0].id)   # the kept question, answered after all
