@@ -34,7 +34,7 @@ def _as_user(chatdb, *args):
 
     from .conftest import Result
     done = subprocess.run(AS_USER + chatdb.argv(*args), cwd=chatdb.cwd, env=chatdb.env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=300)
     return Result(done.returncode, done.stdout, done.stderr)
 
 

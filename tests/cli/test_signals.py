@@ -39,11 +39,11 @@ def _recomputed_matches(chatdb, db_path, tmp_path):
 
 def test_sigterm_while_an_answer_streams(terminal, db_path, tmp_path, chatdb):  # noqa: F811
     term = terminal("--max-tokens", "300")
-    term.wait_for(PROMPT)
+    term.wait_for(PROMPT, timeout=300)
     term.type(LONG + "\r")
-    term.wait_for(re.escape(ANSWER_COLOUR) + r"\w+ \w+")
+    term.wait_for(re.escape(ANSWER_COLOUR) + r"\w+ \w+", timeout=300)
     term.proc.send_signal(signal.SIGTERM)
-    assert term.close() == 143
+    assert term.close(timeout=300) == 143
     _restored(term)
     with Archive.open(db_path) as archive:
         question, answer = archive.messages(1)
@@ -55,14 +55,14 @@ def test_sigterm_while_an_answer_streams(terminal, db_path, tmp_path, chatdb):  
 
 def test_sighup_at_the_prompt(terminal, db_path, tmp_path, chatdb):  # noqa: F811
     term = terminal("--max-tokens", "8")
-    term.wait_for(PROMPT)
+    term.wait_for(PROMPT, timeout=300)
     term.type("Name a colour\r")
-    term.wait_for(r"tokens/s")
-    term.wait_for(PROMPT)
+    term.wait_for(r"tokens/s", timeout=300)
+    term.wait_for(PROMPT, timeout=300)
     term.type("half a quest")   # typed, not sent
-    term.wait_for("quest")
+    term.wait_for("quest", timeout=300)
     term.proc.send_signal(signal.SIGHUP)
-    assert term.close() == 129
+    assert term.close(timeout=300) == 129
     _restored(term)
     with Archive.open(db_path) as archive:
         question, answer = archive.messages(1)
@@ -105,15 +105,15 @@ def test_ctrl_c_while_a_long_paste_is_read_stops_it_and_keeps_no_empty_answer(cl
 
 
 def _stop_the_paste(term, db_path) -> None:
-    term.wait_for(PROMPT)
+    term.wait_for(PROMPT, timeout=300)
     paste = "The lighthouse keepers of the northern coast kept long logs of every storm. " * 400
     term.type("\x1b[200~" + paste + "\x1b[201~\r")     # one pasted message, ~6,000 tokens
-    term.wait_for(r"thinking")                          # shown once the prefill has run 1 s
+    term.wait_for(r"thinking", timeout=300)                          # shown once the prefill has run 1 s
     term.type("\x03")
-    term.wait_for(r"stopped before the answer began; your message is kept")
-    term.wait_for(PROMPT)
+    term.wait_for(r"stopped before the answer began; your message is kept", timeout=300)
+    term.wait_for(PROMPT, timeout=300)
     term.type("/quit\r")
-    assert term.close() == 0
+    assert term.close(timeout=300) == 0
     with Archive.open(db_path) as archive:
         path = archive.messages(1)
     assert [m.role for m in path] == ["user"] and path[0].content == paste
