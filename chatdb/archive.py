@@ -237,6 +237,10 @@ class Archive:
             raise NotFound(f"no message {message_id}")
         return Message.from_row(row)
 
+    def children(self, message_id: int) -> list[Message]:
+        """The replies to a message, oldest first (a failed turn is taken back only without any)."""
+        return [Message.from_row(r) for r in self.conn.execute(q.CHILDREN, (message_id,))]
+
     def has_message(self, message_id: int) -> bool:
         return self.conn.execute(q.MESSAGE_EXISTS, (message_id,)).fetchone() is not None
 

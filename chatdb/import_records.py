@@ -116,7 +116,7 @@ def check_text(records: list[ConversationRecord]) -> None:
 
 def _check_fields(record, names: tuple, where: str) -> None:
     for name in names:
-        value = getattr(record, name)
+        value = getattr(record, name, None)
         if isinstance(value, str):
             try:
                 value.encode("utf-8")

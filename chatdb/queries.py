@@ -47,6 +47,7 @@ VALUES (:uid, :parent_id, :root_id, :conversation_id, :depth, :role, :content, :
         :created_at, :meta)"""
 ROOT_ITSELF = "UPDATE messages SET root_id = id WHERE id = ?"  # a new root is its own root
 MESSAGE = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ?"
+CHILDREN = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE parent_id = ? ORDER BY id"
 MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 # Where a reply to the message goes: one deeper, in the same tree.
 PLACE_UNDER = "SELECT depth + 1, root_id FROM messages WHERE id = ?"
