@@ -1,5 +1,6 @@
 """SIGTERM and SIGHUP are Ctrl-C then /quit: the answer kept, KV stored, the terminal restored."""
 
+import os
 import re
 import shutil
 import signal
@@ -43,8 +44,9 @@ def test_sigterm_while_an_answer_streams(terminal, db_path, tmp_path, chatdb):  
     term.type(LONG + "\r")
     term.wait_for(re.escape(ANSWER_COLOUR) + r"\w+ \w+", timeout=300)
     term.proc.send_signal(signal.SIGTERM)
-    assert term.close(timeout=300) == 143
-    _restored(term)
+    assert term.proc.wait(timeout=300) == 143
+    _restored(term)   # read before close() lets the pty go
+    term.close()
     with Archive.open(db_path) as archive:
         question, answer = archive.messages(1)
         assert question.content == LONG
@@ -62,8 +64,9 @@ def test_sighup_at_the_prompt(terminal, db_path, tmp_path, chatdb):  # noqa: F81
     term.type("half a quest")   # typed, not sent
     term.wait_for("quest", timeout=300)
     term.proc.send_signal(signal.SIGHUP)
-    assert term.close(timeout=300) == 129
+    assert term.proc.wait(timeout=300) == 129
     _restored(term)
+    term.close()
     with Archive.open(db_path) as archive:
         question, answer = archive.messages(1)
         assert answer.status == "complete"
@@ -77,7 +80,7 @@ def test_sigterm_stops_ask_and_keeps_the_partial_answer(chatdb, db_path, tmp_pat
                                cwd=chatdb.cwd, env=chatdb.env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
-        first = process.stdout.read(1)   # the answer has begun streaming
+        first = os.read(process.stdout.fileno(), 1)   # the answer has begun (unbuffered: communicate reads the fd)
         process.send_signal(signal.SIGTERM)
         rest, err = process.communicate(timeout=120)
     finally:
