@@ -97,15 +97,18 @@ def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_p
     assert second["kv"]["source"] == "archive"
     assert second["kv"]["restored_tokens"] == path_tokens(db, first["message_id"])
 
-    # A fork from the first answer restores everything through it; one from
-    # the long question restores through the question (its window was kept).
+    # A fork from the first answer restores everything through it. A question
+    # asked from the long question becomes its sibling (questions never chain),
+    # so it shares nothing to restore.
     fork, _ = run_chatdb("ask", "--json", "--fork-from", str(first["message_id"]), *model,
                          *GREEDY_ARGS, "And which is red?", db=db)
     assert fork["kv"]["source"] == "archive"
     assert fork["kv"]["restored_tokens"] == path_tokens(db, first["message_id"])
     retry, _ = run_chatdb("ask", "--json", "--fork-from", str(first["user_message_id"]), *model,
                           *GREEDY_ARGS, "Count them.", db=db)
-    assert retry["kv"]["restored_tokens"] == path_tokens(db, first["user_message_id"])
+    with Archive.open(db) as archive:
+        assert archive.message(retry["user_message_id"]).parent_id is None
+    assert retry["kv"]["restored_tokens"] == 0
 
 
 def test_switching_models_in_one_conversation(tmp_path, gemma_path, model_path):

@@ -120,14 +120,17 @@ def test_kill_9_during_generation_keeps_archive_consistent(tmp_path):
         assert archive.conn.execute("PRAGMA foreign_key_check").fetchall() == []
         conv = archive.latest_conversation()
         path = archive.messages(conv.id)
-        assert path[-1].role == "user" and "history of ships" in path[-1].content
-    # The conversation continues from the kept message.
+        killed = path[-1]
+        assert killed.role == "user" and "history of ships" in killed.content
+    # The conversation continues; the unanswered question stays, and the next
+    # one is its sibling (a question is never chained under another question).
     from .conftest import run_chatdb
     result, _ = run_chatdb("ask", "--json", "-c", "--temperature", "0", "--max-tokens", "8",
                            "Short version please.", db=db)
     with Archive.open(db) as archive:
         user = archive.message(result["user_message_id"])
-        assert archive.message(user.parent_id).content.startswith("Write a very long essay")
+        assert archive.message(killed.id).content == killed.content
+        assert user.parent_id == killed.parent_id and user.id != killed.id
 
 
 def test_seed_makes_sampling_repeatable(open_engine):
