@@ -93,8 +93,11 @@ def test_the_archive_is_private(keyed):
 
 def test_a_full_queue_is_503_with_retry_after(start_server):
     server = start_server("--parallel", "1", "--queue", "0")
-    long = {**OK_BODY, "messages": [{"role": "user", "content": "Count from one to one hundred."}],
-            "max_tokens": 400, "stream": True}
+    # Long enough to be still answering when the second request comes (the
+    # model may end "count to a hundred" early on a fast machine).
+    long = {**OK_BODY, "messages": [{"role": "user", "content":
+                                     "Write a very long essay about the history of ships."}],
+            "max_tokens": 2000, "stream": True}
     with httpx.stream("POST", server.root + "/v1/chat/completions", json=long, timeout=600) as held:
         assert held.status_code == 200
         next(held.iter_lines())                     # the first token: the slot is busy
