@@ -203,9 +203,10 @@ class Engine:
                       f"{window.left_out} messages after the system prompt are left out")
         prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
         turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
-        acquired = self.cache.acquire(prompt, window.tokens if not window.left_out else None,
-                                      progress, capture=len(prompt) - len(opening),
-                                      cancelled=cancelled)
+        key = window.key(self.fingerprint)
+        acquired = self.cache.acquire(prompt, window.tokens, progress,
+                                      capture=len(prompt) - len(opening),
+                                      cancelled=cancelled, window_key=key)
         drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
         with Sampler(settings, self.model.n_vocab) as sampler:
             if settings.repeat_penalty != 1.0:
@@ -218,10 +219,8 @@ class Engine:
         if gen.finish == "cancelled" and not gen.tokens:
             raise Cancelled()  # nothing was said: no empty answer joins later prompts
         # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
-        message_id = self._save_answer(turn, path, opening, gen, len(tokens.flat()),
-                                       exact=not window.left_out)
-        if not window.left_out:
-            self._store_kv(path, tokens, message_id)
+        message_id = self._save_answer(turn, path, opening, gen, len(window.tokens.flat()))
+        self._store_kv(window, message_id, key)
         return turn.result(message_id, gen, acquired, self.warnings,
                            speculative_figures(self.draft_mode, gen, policy, draft_kv))
 
@@ -231,14 +230,13 @@ class Engine:
         draft_kv = self.draft.cache.acquire(prompt, path) if self.draft is not None else None
         return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
 
-    def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int,
-                     exact: bool) -> int:
+    def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int) -> int:
         """Commit the answer with its exact tokens, and feed its tail to the model.
 
         The head moves to it only if it is still at `turn.head`, where this turn
         found or left it: another turn that moved it meanwhile keeps its branch.
         """
-        answer = self._exact_answer(path, opening, gen) if exact else None
+        answer = self._exact_answer(path, opening, gen)
         with self.archive.transaction():
             message = self.archive.add_message(
                 turn.conversation_id, "assistant", gen.text, parent_id=path[-1].id,
@@ -261,18 +259,18 @@ class Engine:
             self.warn(f"the answer's tokens are not stored: {exc}")
             return None
 
-    def _store_kv(self, path, before: PathTokens, message_id: int) -> None:
-        if self.writer is None or not before.stable:
-            return
-        try:
-            full = self.prompts.path_tokens(path + [self.archive.message(message_id)])
-        except EngineError:  # the template fails on the answer: its KV is not stored
-            return
+    def _store_kv(self, window, message_id: int, key: "str | None") -> None:
+        """Store the KV of the window (the path, or its windowed part) and the answer."""
+        answer = self.archive.tokens.get(message_id, self.tokenizer)
+        if self.writer is None or not window.tokens.stable or answer is None:
+            return  # the template is not prefix-stable: no exact tokens to key KV by
+        full = PathTokens(window.tokens.message_ids + [message_id],
+                          window.tokens.arrays + [np.asarray(answer, np.int32)])
         tokens = full.flat()
         if not np.array_equal(self.cache.live, tokens):
             return  # the context does not hold exactly this path
-        self.writer.submit(self.cache.store_job(full))  # copied out now, written meanwhile
-        if self.draft is not None:
+        self.writer.submit(self.cache.store_job(full, key))  # copied out now, written meanwhile
+        if self.draft is not None and key is None:
             self.draft.cache.follow(tokens)
             self.writer.submit(self.draft.cache.store_job(full))
 

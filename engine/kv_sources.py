@@ -14,6 +14,7 @@ recurrent checkpoints) is one more source: its file, and its place in
 KVCache's list.
 """
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -40,6 +41,9 @@ class Request:
     fingerprint: str              # the KV configuration of the sequence's model
     limit: int                    # a source gives at most this many tokens; the rest is computed
     early: dict = field(default_factory=dict)   # message id -> Future of decoded planes
+    # A window (window.py): the path skips messages of the tree, and its KV is
+    # stored under the window's own key (the fingerprint above).
+    window: bool = False
 
     @functools.cached_property
     def stored(self):
@@ -47,6 +51,8 @@ class Request:
         looked up once for every archive source."""
         if self.path is None or not self.path.stable or not self.path.message_ids:
             return None
+        if self.window:
+            return self.archive.kv.deepest_along(self.path.message_ids, self.fingerprint)
         return self.archive.kv.deepest_restorable(self.path.message_ids[-1], self.fingerprint)
 
     def tokens_through(self, message_id: int) -> int:
@@ -58,8 +64,11 @@ class Request:
         if self.stored is not None or self.path is None or not self.path.stable \
                 or not self.path.message_ids:
             return False
+        if self.window:
+            return False
         others = self.archive.kv.fingerprints_for(self.path.message_ids[0])
-        return bool(others) and self.fingerprint not in others
+        ours = [o for o in others if o == self.fingerprint or o.startswith(self.fingerprint + "/")]
+        return bool(others) and not ours   # a window's key extends the fingerprint
 
 
 @dataclass
@@ -106,6 +115,12 @@ class ArchiveSource:
         """What to store of the sequence, which holds exactly the path `full`, for this
         source to restore later (kvwriter.py writes it)."""
         raise NotImplementedError
+
+    def under(self, key: str) -> "ArchiveSource":
+        """This source reading and writing under another key (a window's)."""
+        other = copy.copy(self)
+        other.fingerprint = key
+        return other
 
     def drop(self, archive: Archive, message_id: int) -> None:
         with archive.transaction():

@@ -82,9 +82,11 @@ class KVCache:
         return self.seq.decoder
 
     def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None,
-                capture: "int | None" = None, cancelled=None) -> Acquired:
+                capture: "int | None" = None, cancelled=None,
+                window_key: "str | None" = None) -> Acquired:
         """Make the sequence hold the KV of `target` (logits ready for its last token).
 
+        `window_key`: `path` is a window (window.py), its KV stored under that key.
         Cancelled if `cancelled()` turns true meanwhile; what was computed stays held.
 
         `capture`: a message boundary inside `target` (the question's end). If
@@ -94,7 +96,8 @@ class KVCache:
         """
         started = time.perf_counter()
         # The last token is always computed, for its logits.
-        offer = self._restore(self._request(target, path, self.archive, len(target) - 1), self.warn)
+        request = self._request(target, path, self.archive, len(target) - 1, window_key)
+        offer = self._restore(request, self.warn)
         n, source = offer.n_tokens, offer.source if offer.n_tokens else "none"
         restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
         ahead = source == "live" and self.ahead is not None
@@ -122,8 +125,11 @@ class KVCache:
         ms = (time.perf_counter() - started) * 1000
         self.ahead = (offer.source, ms) if offer.source != "live" and offer.n_tokens else None
 
-    def _request(self, target, path, archive, limit) -> Request:
-        request = Request(target, path, archive, self.fingerprint, limit, self.early)
+    def _request(self, target, path, archive, limit, window_key=None) -> Request:
+        if window_key is None:
+            request = Request(target, path, archive, self.fingerprint, limit, self.early)
+        else:  # segments read early are the whole path's, not the window's
+            request = Request(target, path, archive, window_key, limit, {}, window=True)
         self.early = {}  # read for the first restore only
         return request
 
@@ -133,8 +139,9 @@ class KVCache:
             self._report("foreign", "stored KV state was made by another model or configuration; "
                                     "recomputing", warn)
         failed: list = []
+        sources = self._sources(request)
         while True:
-            source, offer = self._best(request, failed)
+            source, offer = self._best(request, sources, failed)
             dropped = len(self.seq.tokens) - (offer.n_tokens if offer.source == "live" else 0)
             if dropped >= MIN_STASH_TOKENS:
                 self.memory.stash(self.seq)  # about to drop much of it: keep it for a switch back
@@ -147,14 +154,20 @@ class KVCache:
             self.seq.keep(offer.n_tokens)
             return offer
 
-    def _best(self, request: Request, failed: list) -> "tuple[object, Offer]":
+    def _best(self, request: Request, sources: list, failed: list) -> "tuple[object, Offer]":
         """(source, offer) of the longest offer, the earlier source where as long."""
         best = None
-        for source in self.sources:
+        for source in sources:
             if source not in failed and (offer := source.offer(request, self.seq)) is not None:
                 if best is None or offer.n_tokens > best[1].n_tokens:
                     best = (source, offer)
         return best  # LivePrefix always offers
+
+    def _sources(self, request: Request) -> list:
+        """The sources, the archive's reading under the request's key (a window's own)."""
+        if request.fingerprint == self.fingerprint or not self.use_archive:
+            return self.sources
+        return [s for s in self.sources if s is not self.stored] + [self.stored.under(request.fingerprint)]
 
     def _report(self, kind: str, message: str, warn) -> None:
         """Each kind of problem is reported once per cache."""
@@ -177,10 +190,12 @@ class KVCache:
         """Record tokens the decode loop has fed to the model itself."""
         self.seq.mark_decoded(tokens)
 
-    def store_job(self, full: PathTokens) -> StoreJob:
-        """The job that stores the sequence's KV of the path `full`, which it holds."""
+    def store_job(self, full: PathTokens, window_key: "str | None" = None) -> StoreJob:
+        """The job that stores the sequence's KV of the path `full`, which it holds
+        (under `window_key` when `full` is a window)."""
         captured, self.captured = self.captured, None
-        return self.stored.store_job(self.seq, full, captured)
+        stored = self.stored if window_key is None else self.stored.under(window_key)
+        return stored.store_job(self.seq, full, captured)
 
     def truncate(self, n: int) -> None:
         """Forget the KV of tokens from `n` on (an answer cut short)."""

@@ -18,7 +18,7 @@ def _path(lengths, system=True):
 
 def test_a_path_that_fits_is_whole():
     messages, tokens = _path([(30, 50)] * 3)
-    window = fit_window(tokens, messages, 1000)
+    window = fit_window(tokens, messages, 1000, None)
     assert window.left_out == 0 and window.anchor is None and window.tokens is tokens
 
 
@@ -28,7 +28,7 @@ def test_the_window_moves_in_steps_and_stays_put_between_them():
     anchors, moves = [], 0
     for t in range(1, turns + 1):
         messages, tokens = _path(lengths[:t])
-        window = fit_window(tokens, messages, budget)
+        window = fit_window(tokens, messages, budget, None)
         assert sum(window.tokens.lengths) <= budget
         assert window.tokens.message_ids[0] == 1           # the system prompt stays
         if window.anchor is not None:
@@ -45,6 +45,6 @@ def test_the_window_moves_in_steps_and_stays_put_between_them():
 
 def test_the_same_path_gets_the_same_window():
     messages, tokens = _path([(40, 90)] * 40)
-    first = fit_window(tokens, messages, 700)
-    again = fit_window(PathTokens(list(tokens.message_ids), list(tokens.arrays)), messages, 700)
+    first = fit_window(tokens, messages, 700, None)
+    again = fit_window(PathTokens(list(tokens.message_ids), list(tokens.arrays)), messages, 700, None)
     assert first.anchor == again.anchor and first.tokens.message_ids == again.tokens.message_ids
