@@ -257,7 +257,11 @@ def main() -> None:
                         help="a GGUF file to measure (repeatable; 'default' is chatdb's default model)")
     parser.add_argument("--long-ctx", type=int, default=2048)
     parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--parts", default="resume,storage,long",
+                        help="what to measure: resume (reopened vs re-read), storage "
+                             "(forks, turns), long (a chat longer than the context)")
     args = parser.parse_args()
+    args.parts = set(args.parts.split(","))
     for model in args.model or ["default"]:
         report(None if model == "default" else model, args)
 
@@ -269,15 +273,26 @@ def report(model_file: "str | None", args) -> None:
     model = str(resolve_model_path(model_file))
     baselines = model_file is None
     with tempfile.TemporaryDirectory() as tmp:
-        results = [measure(int(s), args.repeat, model, Path(tmp), baselines) for s in args.sizes.split(",")]
-        # Fresh chain for the fork figure: the measurements above already forked it.
-        fork_db = Path(tmp) / "forks.db"
-        ratio = forks_storage(fork_db, build_chat(fork_db, 2000))
-        growth = turns_growth(Path(tmp))
-        within = long_chat(Path(tmp), args.long_ctx, args.long_ctx // 2, args.turns)
-        beyond = long_chat(Path(tmp), args.long_ctx, args.long_ctx * 2, args.turns)
+        if "resume" in args.parts:
+            results = [measure(int(s), args.repeat, model, Path(tmp), baselines)
+                       for s in args.sizes.split(",")]
+            print_resume(model, results, args.repeat, baselines)
+        if "storage" in args.parts:
+            # Fresh chain for the fork figure: the measurements above already forked it.
+            fork_db = Path(tmp) / "forks.db"
+            ratio = forks_storage(fork_db, build_chat(fork_db, 2000))
+            growth = turns_growth(Path(tmp))
+            print(f"Storage after 10 turns vs after the first, per growth in tokens: {growth:.3f}")
+            print(f"Storage of ten forks of a 2,000-token chain vs the chain alone: {ratio:.3f}x")
+        if "long" in args.parts:
+            within = long_chat(Path(tmp), args.long_ctx, args.long_ctx // 2, args.turns)
+            beyond = long_chat(Path(tmp), args.long_ctx, args.long_ctx * 2, args.turns)
+            print_long(within, beyond, args)
+
+
+def print_resume(model: str, results: list, repeat: int, baselines: bool) -> None:
     print(f"\n{Path(model).name}: time to first token after reopening a chat in a new process "
-          f"(median of {args.repeat}, ms)")
+          f"(median of {repeat}, ms)")
     print(f"{'tokens':>7} {'chatdb':>8} {'typed':>7} {'re-read':>9} {'diskcache':>10} "
           f"{'vs re-read':>11} {'vs diskcache':>13} {'typed vs diskcache':>19} {'restored':>9} {'restore ms':>11}")
     for r in results:
@@ -293,17 +308,17 @@ def report(model_file: "str | None", args) -> None:
     print("KV bytes stored per token of the tree vs llama.cpp's state per token at that length: " +
           ", ".join(f"{r['tokens']} tokens: {r['stored_per_token']:.0f} vs {r['state_per_token']:.0f}"
                     for r in results))
-    print(f"Storage after 10 turns vs after the first, per growth in tokens: {growth:.3f}")
-    print(f"Storage of ten forks of a 2,000-token chain vs the chain alone: {ratio:.3f}x")
+
+
+def print_long(within: dict, beyond: dict, args) -> None:
     print(f"\nA chat longer than the context ({args.long_ctx} tokens), a new process every turn: "
           f"median of turns 2-{args.turns}")
     print(f"{'chat tokens':>12} {'left out':>9} {'first ttft':>11} {'ttft ms':>8} {'computed':>9}")
     for r in (within, beyond):
         print(f"{r['tokens']:>12} {r['left_out']:>9} {r['first']:>11.1f} {r['ttft']:>8.1f} "
               f"{r['computed']:>9.0f}")
-    print(f"twice the context vs within it: {beyond['ttft'] / within['ttft']:.2f}x per-turn ttft "
-          "(target: within 1.5x)")
-
+    print(f"twice the context vs within it: {beyond['ttft'] / within['ttft']:.2f}x per-turn ttft, "
+          f"{beyond['computed'] / max(1, within['computed']):.2f}x tokens computed (target: within 1.5x)")
 
 if __name__ == "__main__":
     main()

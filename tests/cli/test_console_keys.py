@@ -8,7 +8,6 @@ import io
 import os
 import stat
 import threading
-import time
 
 import pytest
 from prompt_toolkit.completion import CompleteEvent
@@ -21,6 +20,8 @@ from cli.console import app
 from cli.console.completion import ConsoleCompleter
 from cli.console.history_file import ensure_private, history_path
 from engine.sampling import SamplingSettings
+
+from ..polling import wait_until
 
 ENTER, ALT_ENTER, CTRL_C, CTRL_D, UP, CTRL_R, CTRL_U = "\r", "\x1b\r", "\x03", "\x04", "\x1b[A", "\x12", "\x15"
 GREEDY = SamplingSettings(temperature=0, max_tokens=4, seed=1)
@@ -75,13 +76,12 @@ def type_keys(session, keys: str, *later, history=None) -> int:
 
 def _send_when_ready(pipe, prompts, later, stuck) -> None:
     for ready, keys in later:
-        deadline = time.monotonic() + 60
-        while not (prompts and ready(prompts[0].default_buffer)):
-            if time.monotonic() > deadline:
-                stuck.append(keys)
-                pipe.send_text(CTRL_C + CTRL_D)
-                return
-            time.sleep(0.01)  # polling, with the deadline above
+        try:
+            wait_until(lambda: prompts and ready(prompts[0].default_buffer), what=repr(keys))
+        except AssertionError:
+            stuck.append(keys)
+            pipe.send_text(CTRL_C + CTRL_D)
+            return
         pipe.send_text(keys)
     pipe.send_text(CTRL_D)
 

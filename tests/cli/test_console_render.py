@@ -2,12 +2,13 @@
 
 import io
 import re
-import time
 
 from cli.console.render import CLEAR_LINE, Renderer, Waiting
 from cli.console.answer_stream import AnswerStream
 from cli.console.stats import SessionStats, percentile, turn_line
 from engine.chat import TurnResult
+
+from ..polling import wait_until
 
 
 def result(**changes) -> TurnResult:
@@ -23,12 +24,8 @@ class Terminal(io.StringIO):
         return True
 
 
-def wait_for(stream: io.StringIO, text: str, timeout: float = 60.0) -> None:
-    """Poll until `text` has been written to `stream`; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while text not in stream.getvalue():
-        assert time.monotonic() < deadline, f"{text!r} was never written"
-        time.sleep(0.01)
+def wait_for(stream: io.StringIO, text: str) -> None:
+    wait_until(lambda: text in stream.getvalue(), what=f"{text!r} to be written")
 
 
 def test_the_line_after_an_answer_says_how_the_context_was_obtained():

@@ -5,12 +5,13 @@ import platform
 import signal
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from chatdb.archive import Archive
+
+from ..polling import wait_until
 
 
 def test_help_lists_every_command(chatdb):
@@ -107,14 +108,6 @@ def reading_stdin(pid: int) -> bool:
     return fields[:2] == [str(READ_SYSCALL), "0x0"]
 
 
-def wait_until(check, timeout: float = 60.0) -> None:
-    """Poll `check()` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.01)
-
-
 @pytest.mark.skipif(READ_SYSCALL is None or not Path("/proc/self/syscall").exists(),
                     reason="needs Linux's /proc/PID/syscall on x86-64 or arm64")
 @pytest.mark.timeout(120)
@@ -123,7 +116,7 @@ def test_ctrl_c_exits_130_without_traceback(chatdb):
     process = subprocess.Popen(chatdb.argv("import", "-"), cwd=chatdb.cwd, env=chatdb.env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        wait_until(lambda: reading_stdin(process.pid))  # past the imports, in the read
+        wait_until(lambda: reading_stdin(process.pid), what="the read of stdin")  # past the imports, in the read
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:

@@ -5,13 +5,13 @@ and a resumed answer must equal one recomputed on a copy (greedy).
 """
 
 import json
-import os
 import shutil
 import signal
 import subprocess
-import time
 
 from chatdb.archive import Archive
+
+from ..polling import wait_until
 
 GREEDY = ("--temperature", "0", "--seed", "1", "--max-tokens", "12", "--ctx", "2048")
 
@@ -56,14 +56,6 @@ def test_a_failed_ask_leaves_nothing_and_ask_c_continues_the_real_chat(chatdb, d
     assert resumed["kv"]["source"] == "archive"
 
 
-def _wait_for(predicate, what: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (value := predicate()) is not None:
-            return value
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _question(db_path, text):
     if not db_path.exists():
         return None
@@ -82,7 +74,7 @@ def test_a_kill_during_model_load_keeps_the_question(chatdb, db_path, tmp_path):
                                cwd=chatdb.cwd, env=chatdb.env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
-        question = _wait_for(lambda: _question(db_path, "Remember the word kiwi"), "the question")
+        question = wait_until(lambda: _question(db_path, "Remember the word kiwi"), what="the question")
         process.send_signal(signal.SIGKILL)
         process.wait(30)
     finally:

@@ -99,15 +99,3 @@ def chatdb_json(db: Path, *args):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def wait_until(check, timeout: float = 300, interval: float = 0.1):
-    """Poll `check()` until it returns something true, or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        time.sleep(interval)

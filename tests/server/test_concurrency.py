@@ -8,7 +8,7 @@ import pytest
 
 from chatdb.archive import Archive
 
-from .conftest import wait_until
+from ..polling import wait_until
 
 QUESTIONS = ["Name a colour.", "What is tea?", "Say hello in French.", "Name a planet."]
 LONG = "Count from one to one hundred, one number per line."
@@ -51,7 +51,7 @@ def test_a_client_that_disconnects_keeps_an_interrupted_answer(start_server, db_
         with Archive.open(db_path) as archive:
             answers = [m for m in archive.tree(1) if m.role == "assistant"]
             return answers if answers and answers[0].status == "interrupted" else None
-    (answer,) = wait_until(interrupted, timeout=600)
+    (answer,) = wait_until(interrupted, timeout=600, what="the interrupted answer", interval=0.1)
     assert answer.content.startswith("".join(received))
     assert answer.meta["finish"] == "cancelled"
     # The server goes on serving.
