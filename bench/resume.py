@@ -223,14 +223,16 @@ def long_chat(work: Path, ctx: int, n_tokens: int, turns: int) -> dict:
         for i in range(max(1, round(n_tokens / tokens_per_turn()))):
             archive.add_message(conv.id, "user", f"Question {i}: " + FILLER * 4)
             archive.add_message(conv.id, "assistant", FILLER * 5)
-    ttft, computed, left_out = [], [], 0
+    ttft, computed, restored, left_out = [], [], [], 0
     for i in range(turns):
         r = chatdb(db, "-c", "--ctx", str(ctx), *ASK, f"Turn {i}: one word?")
         ttft.append(r["timings"]["ttft_ms"])
         computed.append(r["kv"]["computed_tokens"])
+        restored.append(r["kv"]["restored_tokens"])
         left_out = max(left_out, r["left_out_messages"])
     return {"tokens": n_tokens, "ttft": statistics.median(ttft[1:]), "first": ttft[0],
-            "computed": statistics.median(computed[1:]), "left_out": left_out}
+            "computed": statistics.median(computed[1:]), "left_out": left_out,
+            "restored": statistics.median(restored[1:])}
 
 
 def forks_storage(db: Path, conv_id: int) -> float:
@@ -285,7 +287,9 @@ def report(model_file: "str | None", args) -> None:
             print(f"Storage after 10 turns vs after the first, per growth in tokens: {growth:.3f}")
             print(f"Storage of ten forks of a 2,000-token chain vs the chain alone: {ratio:.3f}x")
         if "long" in args.parts:
-            within = long_chat(Path(tmp), args.long_ctx, args.long_ctx // 2, args.turns)
+            # Within: a chat about as long as the window a longer one keeps (between half
+            # the room and all of it), so both restore as much and differ by the window alone.
+            within = long_chat(Path(tmp), args.long_ctx, args.long_ctx * 3 // 4, args.turns)
             beyond = long_chat(Path(tmp), args.long_ctx, args.long_ctx * 2, args.turns)
             print_long(within, beyond, args)
 
@@ -313,10 +317,11 @@ def print_resume(model: str, results: list, repeat: int, baselines: bool) -> Non
 def print_long(within: dict, beyond: dict, args) -> None:
     print(f"\nA chat longer than the context ({args.long_ctx} tokens), a new process every turn: "
           f"median of turns 2-{args.turns}")
-    print(f"{'chat tokens':>12} {'left out':>9} {'first ttft':>11} {'ttft ms':>8} {'computed':>9}")
+    print(f"{'chat tokens':>12} {'left out':>9} {'first ttft':>11} {'ttft ms':>8} {'restored':>9} "
+          f"{'computed':>9}")
     for r in (within, beyond):
         print(f"{r['tokens']:>12} {r['left_out']:>9} {r['first']:>11.1f} {r['ttft']:>8.1f} "
-              f"{r['computed']:>9.0f}")
+              f"{r['restored']:>9.0f} {r['computed']:>9.0f}")
     print(f"twice the context vs within it: {beyond['ttft'] / within['ttft']:.2f}x per-turn ttft, "
           f"{beyond['computed'] / max(1, within['computed']):.2f}x tokens computed (target: within 1.5x)")
 
