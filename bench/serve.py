@@ -67,6 +67,9 @@ def throughput(args, work: Path, model: str, tuner: ThreadTuner) -> None:
     servers = {"chatdb": chatdb_server(work / "throughput.db", work, max(counts), args.threads)}
     if args.lcp_deps:
         servers["lcp"] = lcp_server(model, work, args.lcp_deps, _threads(tuner))
+    if args.llama_server and not os.access(args.llama_server, os.X_OK):
+        print(f"l-server: {args.llama_server} is not an executable file; not run")
+        args.llama_server = None
     if args.llama_server:
         servers["llama-server"] = llama_server(args.llama_server, model, work, max(counts),
                                                _threads(tuner))
