@@ -109,6 +109,7 @@ class Timed:
     last_at: float
     cached: int = 0           # prompt tokens the server reports as cached
     text: str = ""
+    prompt: int = 0           # prompt tokens, from usage
 
     @property
     def decoded(self) -> int:
@@ -136,7 +137,8 @@ def stream_chat(base: str, messages, max_tokens: int, timeout: float = 3600) -> 
     first = first or time.perf_counter()
     tokens = usage["completion_tokens"] if usage else chunks
     cached = ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    return Timed(first - started, tokens, first, last or first, cached, "".join(text))
+    return Timed(first - started, tokens, first, last or first, cached, "".join(text),
+                 (usage or {}).get("prompt_tokens", 0))
 
 
 def concurrent(base: str, conversations, max_tokens: int) -> "list[Timed]":
