@@ -15,6 +15,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp._internals import LlamaContext, LlamaModel
 
+from . import streams
 from .errors import EngineError
 from .builtin_template import PREFIX, BuiltinTemplate, family_format
 from .stop_text import turn_markers
@@ -47,10 +48,14 @@ class Model:
             self._model = LlamaModel(path_model=path, params=mparams, verbose=False)
         except ValueError as exc:
             raise EngineError(f"could not load model {path}: {exc}") from None
+        self.model = self._model.model
         n_ctx = min(config.n_ctx, self._model.n_ctx_train())
-        self.config = config = ContextConfig(**{**config.__dict__, "n_ctx": n_ctx})
+        # Several sequences only where their states convert to the one-stream form (streams.py).
+        n_seq = config.n_seq_max if STATE_PARTS.get(self.memory_kind()) else 1
+        self.config = config = ContextConfig(**{**config.__dict__, "n_ctx": n_ctx, "n_seq_max": n_seq})
         cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx, config.n_batch, config.n_batch
+        # n_ctx is each sequence's: a KV stream of that size per sequence.
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx * n_seq, config.n_batch, config.n_batch
         cparams.n_threads, cparams.n_threads_batch = config.n_threads, self.threads_batch
         cparams.n_seq_max = config.n_seq_max
         # Sliding-window layers get a full-size cache (llama.cpp's default here,
@@ -59,8 +64,9 @@ class Model:
         # as the live one, and the live cache can be cut back to any earlier
         # point (a window-sized ring loses the cells before its window).
         cparams.swa_full = True
-        if config.n_seq_max > 1:
-            cparams.kv_unified = True  # each sequence may fill the whole context, as one alone
+        # A KV stream per sequence: each sequence's cells are laid out as they would be
+        # alone, so its answer does not depend on what else is in the batch (streams.py).
+        cparams.kv_unified = False
         cparams.type_k, cparams.type_v = config.type_k, config.type_v
         cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
                                    else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
@@ -69,7 +75,6 @@ class Model:
             self._ctx = LlamaContext(model=self._model, params=cparams, verbose=False)
         except ValueError as exc:
             raise EngineError(f"could not create a context for {path}: {exc}") from None
-        self.model = self._model.model
         self.ctx = self._ctx.ctx
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
@@ -199,7 +204,10 @@ class Model:
         size = llama_cpp.llama_state_seq_get_size(self.ctx, seq_id)
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq_id)
-        return memoryview(buf).cast("B")[:written]
+        state = memoryview(buf).cast("B")[:written]
+        if self.config.n_seq_max > 1:  # the one-stream form, as a one-sequence context has it
+            return memoryview(streams.to_single(state, self.config.n_seq_max, self._parts))
+        return state
 
     def set_state(self, data, seq_id: int = 0) -> bool:
         """Load a sequence state (any buffer); False if llama.cpp refused it (the sequence is
@@ -207,6 +215,12 @@ class Model:
         sequences keep their KV."""
         self.forget_from(0, seq_id)
         buf = np.frombuffer(data, np.uint8)  # no copy
+        if self.config.n_seq_max > 1:
+            try:
+                buf = streams.to_streams(buf, self.config.n_seq_max, self._parts)
+            except ValueError as exc:
+                self.refusal = str(exc)
+                return False
         src = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         with caught_errors() as errors:
             loaded = llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, seq_id) != 0
@@ -216,10 +230,18 @@ class Model:
         self.refusal = " ".join(" ".join(errors).split()) or "no reason given"
         return False
 
+    @property
+    def _parts(self) -> int:
+        return STATE_PARTS[self.memory_kind()]
+
     def close(self) -> None:
         self._ctx.close()
         self._model.close()
 
+
+# KV caches in a sequence's state, by memory kind (memory_kind): the kinds whose
+# states streams.py converts. Recurrent and hybrid models get one sequence.
+STATE_PARTS = {"attention": 1, "iswa": 2}
 
 GGML_LOG_LEVEL_ERROR = 4  # ggml.h: NONE, DEBUG, INFO, WARN, ERROR, CONT
 

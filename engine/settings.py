@@ -31,16 +31,17 @@ class Plan:
 
 
 def plan(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
-         threads: "ThreadChoice | None" = None) -> Plan:
-    """Settings for one model on this machine; n_ctx is the user's request (kept as asked)."""
+         threads: "ThreadChoice | None" = None, n_seq: int = 1) -> Plan:
+    """Settings for one model on this machine; n_ctx is the user's request (kept as asked),
+    for each of `n_seq` sequences sharing the context (a server's, with a KV stream each)."""
     wanted = n_ctx or min(DEFAULT_MAX_CTX, facts.n_ctx_train or DEFAULT_MAX_CTX)
     gpus = [g for g in report.gpus if g.memory_free > GPU_HEADROOM] if report.gpu_offload else []
     budget = sum(g.memory_free - GPU_HEADROOM for g in gpus)
-    layers, ctx = _offload(facts, budget, wanted, fixed=n_ctx is not None)
+    layers, ctx = _offload(facts, budget, wanted, fixed=n_ctx is not None, n_seq=n_seq)
     if n_ctx is None:  # the KV of layers left on the CPU must fit host memory too
         host = facts.kv_bytes_per_token_layer() * (facts.n_layer - min(layers, facts.n_layer))
         if host > 0 and _host_free(report):
-            ctx = min(ctx, _round(_host_free(report) * KV_MEMORY_SHARE / host))
+            ctx = min(ctx, _round(_host_free(report) * KV_MEMORY_SHARE / host / n_seq))
     threads = threads or ThreadChoice(max(1, report.physical_cores), max(1, report.physical_cores), "")
     # Flash attention only where layers run on a GPU: ggml-cpu's runs batches
     # under 64 rows one row at a time, so a question after a long restored
@@ -50,22 +51,24 @@ def plan(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
     config = ContextConfig(n_ctx=max(MIN_CTX, ctx), n_batch=512, n_threads=threads.decode,
                            n_threads_batch=threads.batch, flash_attn=layers != 0,
                            type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16,
-                           n_gpu_layers=-1 if layers > facts.n_layer else layers)
+                           n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq)
     return Plan(config, _describe(layers, facts.n_layer, gpus))
 
 
-def _offload(facts: ModelFacts, budget: int, wanted: int, fixed: bool) -> "tuple[int, int]":
-    """(layers on the GPUs, n_layer + 1 meaning all with the output layer; context size)."""
+def _offload(facts: ModelFacts, budget: int, wanted: int, fixed: bool,
+             n_seq: int = 1) -> "tuple[int, int]":
+    """(layers on the GPUs, n_layer + 1 meaning all with the output layer; context size
+    of each of n_seq sequences)."""
     if budget <= 0 or facts.n_layer == 0:
         return 0, wanted
-    per_token = facts.kv_bytes_per_token
+    per_token = facts.kv_bytes_per_token * n_seq
     full = sum(facts.layer_bytes) + facts.output_bytes
     if full + per_token * wanted <= budget:
         return facts.n_layer + 1, wanted
     fit = _round((budget - full) / per_token) if budget > full else 0
     if not fixed and fit >= MIN_FULL_CTX:
         return facts.n_layer + 1, fit
-    layer_kv, used, n = facts.kv_bytes_per_token_layer() * wanted, 0.0, 0
+    layer_kv, used, n = facts.kv_bytes_per_token_layer() * wanted * n_seq, 0.0, 0
     for size in reversed(facts.layer_bytes):  # llama.cpp offloads the last layers first
         if used + size + layer_kv > budget:
             break
