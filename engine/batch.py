@@ -38,19 +38,21 @@ class MultiBatch:
             self.sequences.add(seq_id)
         return b.n_tokens - 1
 
-    def decode(self) -> None:
-        """Decode what was queued, then start empty."""
+    def decode(self) -> int:
+        """Decode what was queued, then start empty; how many sequences it held."""
         if self.batch.n_tokens == 0:
-            return
+            return 0
+        held = len(self.sequences)
         try:
             rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
         finally:
-            self.most_sequences = max(self.most_sequences, len(self.sequences))
+            self.most_sequences = max(self.most_sequences, held)
             self.batch.n_tokens = 0
             self.sequences = set()
         self.decodes += 1
         if rc != 0:
             raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
+        return held
 
     def close(self) -> None:
         if self.batch is not None:

@@ -29,6 +29,7 @@ from .layout_check import check_layout
 from .model import Model
 from .model_path import resolve_model_path
 from .prefetch import EarlyRead, Prefetch
+from .prepared import Prepared
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
 from .sequence import Sequence
 from .template import TemplateUnstable
@@ -78,15 +79,17 @@ class Engine:
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
              use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None,
              draft: str = "auto", draft_model=None, kv_mode: str = "auto",
-             resume: "int | None" = None, threads: "int | None" = None) -> "Engine":
+             resume: "int | None" = None, threads: "int | None" = None,
+             n_seq: int = 1) -> "Engine":
         """Load a model for the archive; `resume`, a message the first turn continues,
         has its stored KV read and decompressed while the model loads; `threads`
-        fixes the thread count (else chosen from the free cores, turn by turn)."""
+        fixes the thread count (else chosen from the free cores, turn by turn);
+        `n_seq` sequences share the context, n_ctx tokens each (sequence_cache)."""
         path = resolve_model_path(model_path)
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
         tuner = ThreadTuner(threads)  # measures the others while the model loads
         report = hardware.detect()
-        chosen = plan(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice)
+        chosen = plan(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq)
         early = None
         if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
             # The fingerprint the engine will have, if its layout check passes.
@@ -158,13 +161,20 @@ class Engine:
         """Answer an existing message (regenerate, after an edit, or a question
         written before the model loaded) as a new branch; `stop` strings end the
         answer where one appears (not part of it)."""
-        started = self._begin_turn()
         settings = sampling or self.sampling
+        turn, path = self.start_answer(conv_id, message_id, settings)
+        return self._answer(turn, path, on_text, cancelled, settings, progress, stop)
+
+    def start_answer(self, conv_id: int, message_id: int,
+                     settings: SamplingSettings) -> "tuple[TurnParts, list]":
+        """A turn answering an existing message: its parts, and the path (PromptTooLong
+        unless its question fits)."""
+        started = self._begin_turn()
         turn = TurnParts(conv_id, None, started, head=self.archive.conversation(conv_id).head_id)
         path = self.archive.path(message_id)
         if path[-1].role == "user":
             self._check_question(path, settings)
-        return self._answer(turn, path, on_text, cancelled, settings, progress, stop)
+        return turn, path
 
     def _begin_turn(self) -> float:
         """Start a turn's own warnings (a restore ahead of it reports into them); its start time."""
@@ -195,18 +205,11 @@ class Engine:
     def _answer(self, turn: TurnParts, path, on_text, cancelled, settings, progress,
                 stop=None) -> TurnResult:
         self.tuning.before_turn()
-        tokens = self.prompts.path_tokens(path)
-        opening = self.prompts.generation_tokens(path)
-        window = fit_window(tokens, path, self._budget(settings, opening), self.prompts)
-        if window.left_out:
-            self.warn(f"the conversation is longer than the context: the oldest "
-                      f"{window.left_out} messages after the system prompt are left out")
-        prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
-        turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
-        key = window.key(self.fingerprint)
+        prepared = self.prepare_turn(turn, path, settings)
+        prompt, window = prepared.prompt, prepared.window
         acquired = self.cache.acquire(prompt, window.tokens, progress,
-                                      capture=len(prompt) - len(opening),
-                                      cancelled=cancelled, window_key=key)
+                                      capture=prepared.question_end, cancelled=cancelled,
+                                      window_key=prepared.key)
         drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
         with Sampler(settings, self.model.n_vocab) as sampler:
             if settings.repeat_penalty != 1.0:
@@ -216,13 +219,37 @@ class Engine:
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
                            cancelled, drafter, policy, self.tuning.clock, stop)
         self.tuning.after_turn(gen.timings)
+        return self.finish_turn(turn, prepared, gen, acquired, self.cache,
+                                speculative_figures(self.draft_mode, gen, policy, draft_kv))
+
+    def prepare_turn(self, turn: TurnParts, path, settings: SamplingSettings) -> Prepared:
+        """The prompt answering the last message of `path`, fitted to the context."""
+        tokens = self.prompts.path_tokens(path)
+        opening = self.prompts.generation_tokens(path)
+        window = fit_window(tokens, path, self._budget(settings, opening), self.prompts)
+        if window.left_out:
+            self.warn(f"the conversation is longer than the context: the oldest "
+                      f"{window.left_out} messages after the system prompt are left out")
+        prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
+        turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
+        return Prepared(path, opening, window, prompt, window.key(self.fingerprint))
+
+    def finish_turn(self, turn: TurnParts, prepared: Prepared, gen: Generation, acquired,
+                    cache: KVCache, speculative: dict) -> TurnResult:
+        """Commit the answer `cache`'s sequence generated, and store that sequence's KV."""
         if gen.finish == "cancelled" and not gen.tokens:
             raise Cancelled()  # nothing was said: no empty answer joins later prompts
-        # Cut at a stop string, the text is not what the tokens say: its tokens are re-read.
-        message_id = self._save_answer(turn, path, opening, gen, len(window.tokens.flat()))
-        self._store_kv(window, message_id, key)
-        return turn.result(message_id, gen, acquired, self.warnings,
-                           speculative_figures(self.draft_mode, gen, policy, draft_kv))
+        message_id = self._save_answer(turn, prepared.path, prepared.opening, gen,
+                                       len(prepared.window.tokens.flat()), cache)
+        self._store_kv(prepared.window, message_id, prepared.key, cache)
+        return turn.result(message_id, gen, acquired, self.warnings, speculative)
+
+    def store_path_kv(self, tokens: PathTokens, cache: KVCache) -> bool:
+        """Store the KV of a path that `cache`'s sequence holds (computed by a shared batch)."""
+        if self.writer is None or not tokens.stable or not np.array_equal(cache.live, tokens.flat()):
+            return False
+        self.writer.submit(cache.store_job(tokens))
+        return True
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
         """(the drafter for this answer, how the draft model's KV was obtained or None)."""
@@ -230,7 +257,8 @@ class Engine:
         draft_kv = self.draft.cache.acquire(prompt, path) if self.draft is not None else None
         return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
 
-    def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int) -> int:
+    def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int,
+                     cache: KVCache) -> int:
         """Commit the answer with its exact tokens, and feed its tail to the model.
 
         The head moves to it only if it is still at `turn.head`, where this turn
@@ -246,7 +274,7 @@ class Engine:
             if answer is not None:
                 self.archive.tokens.put(message.id, self.tokenizer, answer)
         if answer is not None:  # the model has seen the answer up to the live end
-            self.cache.extend(answer[len(self.cache.live) - start:])
+            cache.extend(answer[len(cache.live) - start:])
         return message.id
 
     def _exact_answer(self, path, opening, gen: Generation) -> "list[int] | None":
@@ -259,7 +287,7 @@ class Engine:
             self.warn(f"the answer's tokens are not stored: {exc}")
             return None
 
-    def _store_kv(self, window, message_id: int, key: "str | None") -> None:
+    def _store_kv(self, window, message_id: int, key: "str | None", cache: KVCache) -> None:
         """Store the KV of the window (the path, or its windowed part) and the answer."""
         answer = self.archive.tokens.get(message_id, self.tokenizer)
         if self.writer is None or not window.tokens.stable or answer is None:
@@ -267,10 +295,10 @@ class Engine:
         full = PathTokens(window.tokens.message_ids + [message_id],
                           window.tokens.arrays + [np.asarray(answer, np.int32)])
         tokens = full.flat()
-        if not np.array_equal(self.cache.live, tokens):
+        if not np.array_equal(cache.live, tokens):
             return  # the context does not hold exactly this path
-        self.writer.submit(self.cache.store_job(full, key))  # copied out now, written meanwhile
-        if self.draft is not None and key is None:
+        self.writer.submit(cache.store_job(full, key))  # copied out now, written meanwhile
+        if self.draft is not None and key is None and cache is self.cache:
             self.draft.cache.follow(tokens)
             self.writer.submit(self.draft.cache.store_job(full))
 

@@ -109,22 +109,28 @@ class KVCache:
         layout = getattr(self.stored, "layout", None)
         if layout is not None and layout.window and capture is not None and n < capture < len(target):
             self.seq.prefill(target[n:capture], cancelled=cancelled)
-            self.captured = (capture, self.seq.state())
+            self.capture(capture)
         self.seq.prefill(target[len(self.seq.tokens):], progress, cancelled)
         return Acquired(n, source, len(target) - n, restore_ms, (time.perf_counter() - t) * 1000, ahead)
 
     def restore(self, target: np.ndarray, path: "PathTokens | None",
-                limit: "int | None" = None) -> Acquired:
+                limit: "int | None" = None, window_key: "str | None" = None) -> Acquired:
         """Make the sequence hold as much of `target` as a source gives, up to `limit`
         tokens (default: all but the last, always computed for its logits), computing
-        nothing: `computed_tokens` is what is left, for a shared batch to compute."""
+        nothing: `computed_tokens` is what is left, for a shared batch to compute.
+        `window_key` as for acquire."""
         started = time.perf_counter()
         limit = len(target) - 1 if limit is None else limit
-        offer = self._restore(self._request(target, path, self.archive, limit), self.warn)
+        request = self._request(target, path, self.archive, limit, window_key)
+        offer = self._restore(request, self.warn)
         n, source = offer.n_tokens, offer.source if offer.n_tokens else "none"
         restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
         self.ahead = self.captured = None
         return Acquired(n, source, len(target) - n, restore_ms, 0.0)
+
+    def capture(self, boundary: int) -> None:
+        """Keep the state the sequence holds now, at a message boundary, for store_job."""
+        self.captured = (boundary, self.seq.state())
 
     def warm(self, path: PathTokens, archive: Archive, warn) -> None:
         """Restore as much of `path` as any source holds, computing nothing.

@@ -1,7 +1,7 @@
 """A turn asked for by a client: its whole message list, placed in the tree, then answered.
 
-The front-end (the HTTP server) builds a Turn; the engine's thread places
-its messages (chatdb.message_match: only what the archive lacks is added)
+The front-end (the HTTP server) builds a Turn; the engine's thread
+(slots.py) places its messages (chatdb.message_match: only what the archive lacks is added)
 and answers the last one, streaming through `on_text` and ending with
 `on_done(result)` or `on_error(exception)`. Both callbacks run on the
 engine's thread.
@@ -10,7 +10,7 @@ engine's thread.
 import threading
 from dataclasses import dataclass, field
 
-from chatdb.message_match import Placement, place
+from chatdb.message_match import Placement
 
 from .sampling import SamplingSettings
 
@@ -32,18 +32,11 @@ class Turn:
 class TurnOutcome:
     placement: Placement
     result: "object"          # engine.chat.TurnResult
+    # How it was batched: the most sequences one of its forward passes held, the passes
+    # that read its prompt, and the fewest sequences one of those held.
+    batch: dict = field(default_factory=dict)
 
 
 class TurnCancelled(Exception):
     """The client went away before its turn began: nothing was written."""
 
-
-def run_turn(engine, turn: Turn) -> TurnOutcome:
-    """Place the turn's messages and answer the last one with `engine` (one sequence)."""
-    if turn.cancelled.is_set():
-        raise TurnCancelled()
-    placement = place(engine.archive, turn.messages, turn.title, turn.meta)
-    last = placement.path[-1]
-    result = engine.answer(placement.conversation_id, last.id, on_text=turn.on_text,
-                           cancelled=turn.cancelled.is_set, sampling=turn.sampling, stop=turn.stop)
-    return TurnOutcome(placement, result)

@@ -32,7 +32,7 @@ class ServerConfig:
 
 
 def build_app(turns, config: ServerConfig):
-    """The ASGI application; `turns` answers Turns (engine.turn_queue or engine.batch)."""
+    """The ASGI application; `turns` answers Turns (engine.slots.SlotScheduler)."""
     started = int(time.time())
 
     async def completions(request: Request):
@@ -63,7 +63,8 @@ def build_app(turns, config: ServerConfig):
 
     async def health(request: Request):
         return JSONResponse({"status": "ok", "model": config.model_name,
-                             "parallel": config.parallel, "busy": turns.busy})
+                             "parallel": config.parallel, "busy": turns.busy,
+                             "most_sequences": turns.most_sequences})
 
     app = Starlette(routes=[
         Route("/v1/chat/completions", completions, methods=["POST"]),

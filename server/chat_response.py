@@ -51,7 +51,8 @@ def chatdb_fields(outcome) -> dict:
     return {"conversation_id": r.conversation_id, "message_id": r.message_id,
             "reused_messages": p.reused, "added_messages": len(p.path) - p.reused,
             "kv_source": r.kv_source, "restored_tokens": r.restored_tokens,
-            "computed_tokens": r.computed_tokens, "status": r.status}
+            "computed_tokens": r.computed_tokens, "status": r.status,
+            "batch": outcome.batch}
 
 
 def headers(outcome) -> dict:

@@ -30,8 +30,8 @@ def register(subparsers) -> None:
                         help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
     parser.add_argument("--ctx", type=positive_int, metavar="N", help="context size in tokens")
     parser.add_argument("--parallel", type=positive_int, metavar="N",
-                        help="requests taken at once (default 4); they are answered one after "
-                             "another on one model, in arrival order")
+                        help="requests answered at once, batched on one model (default: from "
+                             "the hardware, 2 per core up to 8 on a CPU, 16 on a GPU)")
     parser.add_argument("--queue", type=int, metavar="N",
                         help="requests that may wait for a slot; more get 503 (default 4 x parallel)")
     parser.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' "
