@@ -9,6 +9,7 @@ from . import hardware
 from .chat import Engine
 from .model_path import resolve_model_path
 from .slots import SlotScheduler
+from .warming import Warmer
 
 MOST_ON_CPU, MOST_ON_GPU = 8, 16
 
@@ -43,3 +44,19 @@ def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, paral
     turns = SlotScheduler(open_engine, parallel, capacity)
     turns.start()
     return turns, len(turns.slots), str(path)
+
+
+@contextmanager
+def open_warming(archive: Archive, model_path=None, *, n_ctx=None, parallel=None, warn=None):
+    """A Warmer (warming.py) of `parallel` sequences on a model loaded for `archive`; its
+    KV is stored when the block ends."""
+    parallel = parallel or default_parallel()
+    engine = Engine.open(archive, model_path, n_ctx=n_ctx, warn=warn, draft="off", n_seq=parallel)
+    n = engine.model.config.n_seq_max       # the model may allow fewer
+    caches = [engine.cache] + [engine.sequence_cache(i) for i in range(1, n)]
+    try:
+        yield Warmer(engine, caches)
+    finally:
+        for cache in caches[1:]:
+            cache.close()
+        engine.close()

@@ -5,9 +5,9 @@ with options.add_command() and sets `func=run`, where `run(args) -> int` is
 the exit status. To add a subcommand, write its module and list it below.
 """
 
-from . import ask, chat, doctor, export, fork, import_, list_, manage, search, serve, show
+from . import ask, chat, doctor, export, fork, import_, list_, manage, search, serve, show, warm
 
-MODULES = (chat, ask, list_, show, search, fork, manage, export, import_, doctor, serve)
+MODULES = (chat, ask, list_, show, search, fork, manage, export, import_, doctor, serve, warm)
 
 
 def register_all(subparsers) -> None:

@@ -7,6 +7,7 @@ from chatdb.importer import import_bytes
 
 from .. import output
 from .options import add_command, open_archive
+from .warm import add_warm_options, summary, warm_conversations
 
 DESCRIPTION = """\
 Import conversations from FILE (- for stdin). The format is recognised:
@@ -20,22 +21,30 @@ The import is one transaction: a file with any error changes nothing, and
 the error names what is wrong and where. Conversations and messages already
 in the archive (same uid) are skipped, so importing a file twice adds nothing.
 
+With --warm, the KV of every conversation that has none is then computed and
+stored (as `chatdb warm` does), so each resumes at once.
+
 JSON: {file, format, conversations, messages, duplicate_conversations,
-duplicate_messages, skipped}"""
+duplicate_messages, skipped, warm (with --warm: as `chatdb warm --json`)}"""
 
 
 def register(subparsers) -> None:
     parser = add_command(subparsers, "import", run, help="import a chatdb or ChatGPT export",
                          description=DESCRIPTION)
     parser.add_argument("file", metavar="FILE", help="the file to import, or - for stdin")
+    parser.add_argument("--warm", action="store_true",
+                        help="then compute and store the KV of conversations that have none")
+    add_warm_options(parser)
 
 
 def run(args) -> int:
     name, data = read_source(args.file)
     with open_archive(args) as archive:
         report = import_bytes(archive, data, source=name)
+        warmed = (warm_conversations(archive, [c.id for c in archive.list_conversations()], args)
+                  if args.warm else None)
     if args.json:
-        output.print_json({"file": name, **asdict(report)})
+        output.print_json({"file": name, **asdict(report), **({"warm": warmed} if warmed else {})})
         return 0
     output.print_text(
         f"imported {_count(report.conversations, 'conversation')} and "
@@ -47,6 +56,8 @@ def run(args) -> int:
     if report.skipped:
         output.print_text(f"skipped {_count(report.skipped, 'entry', 'entries')} "
                           "that are not text chatdb keeps (tool calls, hidden or image-only)")
+    if warmed:
+        output.print_text(summary(warmed))
     return 0
 
 
