@@ -84,7 +84,7 @@ class Engine:
         """Load a model for the archive; `resume`, a message the first turn continues,
         has its stored KV read and decompressed while the model loads; `threads`
         fixes the thread count (else chosen from the free cores, turn by turn);
-        `n_seq` sequences share the context, n_ctx tokens each (sequence_cache)."""
+        `n_seq` sequences share the context, n_ctx tokens each (KVCache.sibling)."""
         path = resolve_model_path(model_path)
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
         tuner = ThreadTuner(threads)  # measures the others while the model loads

@@ -194,6 +194,13 @@ class KVCache:
             self._warned.add(kind)
             warn(message)
 
+    def sibling(self, seq_id: int) -> "KVCache":
+        """A cache for another sequence of the same context (ContextConfig.n_seq_max), with
+        the same archive and sharing the memory of recent states (a state loads into any
+        sequence). Its owner closes it before the model."""
+        return KVCache(Sequence(self.model, seq_id), self.archive, self.stored, self.use_archive,
+                       self.warn, memory=self.memory)
+
     # -- after the restore: the sequence follows what the model is fed --------------
 
     def follow(self, context: np.ndarray) -> None:

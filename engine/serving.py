@@ -53,7 +53,7 @@ def open_warming(archive: Archive, model_path=None, *, n_ctx=None, parallel=None
     parallel = parallel or default_parallel()
     engine = Engine.open(archive, model_path, n_ctx=n_ctx, warn=warn, draft="off", n_seq=parallel)
     n = engine.model.config.n_seq_max       # the model may allow fewer
-    caches = [engine.cache] + [engine.sequence_cache(i) for i in range(1, n)]
+    caches = [engine.cache] + [engine.cache.sibling(i) for i in range(1, n)]
     try:
         yield Warmer(engine, caches)
     finally:

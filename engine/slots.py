@@ -91,7 +91,7 @@ class SlotScheduler:
         try:
             self.engine = engine = open_engine()
             n = min(self.parallel, engine.model.config.n_seq_max)   # the model may allow fewer
-            self.slots = [Slot(engine.cache)] + [Slot(engine.sequence_cache(i)) for i in range(1, n)]
+            self.slots = [Slot(engine.cache)] + [Slot(engine.cache.sibling(i)) for i in range(1, n)]
             self.batch = MultiBatch(engine.model, engine.model.config.n_batch)
         except Exception as exc:  # reported by start()
             self.failure = exc
