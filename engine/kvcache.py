@@ -106,8 +106,7 @@ class KVCache:
         self.ahead = None
         t = time.perf_counter()
         self.captured = None
-        layout = getattr(self.stored, "layout", None)
-        if layout is not None and layout.window and capture is not None and n < capture < len(target):
+        if self.captures and capture is not None and n < capture < len(target):
             self.seq.prefill(target[n:capture], cancelled=cancelled)
             self.capture(capture)
         self.seq.prefill(target[len(self.seq.tokens):], progress, cancelled)
@@ -127,6 +126,12 @@ class KVCache:
         restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
         self.ahead = self.captured = None
         return Acquired(n, source, len(target) - n, restore_ms, 0.0)
+
+    @property
+    def captures(self) -> bool:
+        """Whether store_job wants the state at the question's end (see acquire)."""
+        layout = getattr(self.stored, "layout", None)
+        return layout is not None and bool(layout.window)
 
     def capture(self, boundary: int) -> None:
         """Keep the state the sequence holds now, at a message boundary, for store_job."""

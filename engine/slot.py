@@ -51,9 +51,8 @@ class Slot:
         self.acquired = acquired
         self.figures = {"most_sequences": 0, "prompt_passes": 0, "prompt_least_sequences": 0}
         self.pending = prepared.prompt[acquired.restored_tokens:]
-        window = getattr(self.cache.stored, "layout", None)
         boundary = prepared.question_end
-        self.capture_at = (boundary if window is not None and window.window
+        self.capture_at = (boundary if self.cache.captures
                            and acquired.restored_tokens < boundary < len(prepared.prompt) else None)
         self.compute_started = time.perf_counter()
         settings = turn.sampling

@@ -113,7 +113,12 @@ class SlotScheduler:
             idle = not self._busy_slots()
             stopping = self._admit(block=idle and not stopping) or stopping
             if self._busy_slots():
-                self._step()
+                try:
+                    self._step()
+                except Exception as exc:  # a fault of ours: its turns hear of it, others go on
+                    for slot in self._busy_slots():
+                        slot.cache.reset()
+                        self._end(slot, error=exc)
 
     def _busy_slots(self) -> list[Slot]:
         return [s for s in self.slots if not s.free]
