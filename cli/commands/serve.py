@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     parser.add_argument("--model", metavar="PATH",
                         help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
-    parser.add_argument("--ctx", type=positive_int, metavar="N", help="context size in tokens")
+    parser.add_argument("--ctx", type=positive_int, metavar="N",
+                        help="context size in tokens of each of the --parallel sequences")
     parser.add_argument("--parallel", type=positive_int, metavar="N",
                         help="requests answered at once, batched on one model (default: from "
                              "the hardware, 2 per core up to 8 on a CPU, 16 on a GPU)")

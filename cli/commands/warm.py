@@ -30,7 +30,7 @@ def add_warm_options(parser) -> None:
     parser.add_argument("--model", metavar="PATH", default=argparse.SUPPRESS,
                         help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
     parser.add_argument("--ctx", type=positive_int, metavar="N", default=argparse.SUPPRESS,
-                        help="context size in tokens")
+                        help="context size in tokens of each sequence")
     parser.add_argument("--parallel", type=positive_int, metavar="N",
                         help="conversations read at once (default: from the hardware)")
 
