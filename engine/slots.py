@@ -11,6 +11,8 @@ answer and KV and takes the next waiting turn; a cancelled one ends at its
 next step, its answer kept, marked interrupted.
 
 Speculative decoding is not used here: one token per sequence per step.
+Threads are re-checked against the free cores whenever a batch starts
+after a pause, as the console does before each turn.
 
 What a front-end calls: start, submit (False when full: the client hears "busy"), busy,
 close.
@@ -112,13 +114,17 @@ class SlotScheduler:
         while not stopping or self._busy_slots():
             idle = not self._busy_slots()
             stopping = self._admit(block=idle and not stopping) or stopping
+            if idle and self._busy_slots():
+                self.engine.tuning.before_turn()   # after a pause: threads for the free cores now
             if self._busy_slots():
                 try:
                     self._step()
-                except Exception as exc:  # a fault of ours: its turns hear of it, others go on
+                except Exception as exc:  # a fault of ours: the turns under way hear of it
                     for slot in self._busy_slots():
                         slot.cache.reset()
                         self._end(slot, error=exc)
+                if not self._busy_slots():
+                    self.engine.tuning.after_turn([])   # idle from here (no drafting to refine)
 
     def _busy_slots(self) -> list[Slot]:
         return [s for s in self.slots if not s.free]
