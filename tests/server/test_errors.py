@@ -100,7 +100,10 @@ def test_a_full_queue_is_503_with_retry_after(start_server):
             "max_tokens": 2000, "stream": True}
     with httpx.stream("POST", server.root + "/v1/chat/completions", json=long, timeout=600) as held:
         assert held.status_code == 200
-        next(held.iter_lines())                     # the first token: the slot is busy
+        # The first token: the slot is busy. The iterator is kept: a dropped one is
+        # closed when collected, and closes the connection (the server then cancels).
+        lines = held.iter_lines()
+        next(lines)
         refused = server.post("/v1/chat/completions", OK_BODY)
         error = error_of(refused, 503)
         assert error["code"] == "server_busy" and int(refused.headers["retry-after"]) >= 1
