@@ -1,8 +1,9 @@
 """The limit for continuous batching: a bare loop decoding N sequences in one batch per step.
 
 llama.cpp's examples/batched on the low-level API, in the very context
-chatdb's engine makes: engine.settings.plan for this machine (threads,
-flash attention, KV types) and engine.model.Model with n_seq_max = N. Each
+chatdb serve --parallel N makes: engine.settings.plan for this machine and
+N sequences (threads, flash attention, KV types, each sequence's context)
+and engine.model.Model with n_seq_max = N (a KV stream per sequence). Each
 prompt is read in one batch, then every step is one llama_batch holding one
 token per sequence and one llama_decode; greedy sampling, nothing else. Its
 aggregate tokens/s is what a server can at best reach with N clients.
@@ -42,10 +43,10 @@ PROMPTS = ["Write a long story about a lighthouse keeper.", "Describe the histor
 class BareBatch:
     """One context holding `n_seqs` sequences, as chatdb's engine configures it."""
 
-    def __init__(self, model_path: str, n_seqs: int, tuner: ThreadTuner, n_ctx: int = 1024):
+    def __init__(self, model_path: str, n_seqs: int, tuner: ThreadTuner):
         self.tuner = tuner
-        chosen = plan(hardware.detect(), read_facts(model_path), n_ctx=n_ctx * n_seqs,
-                      threads=tuner.choice).config
+        chosen = plan(hardware.detect(), read_facts(model_path), threads=tuner.choice,
+                      n_seq=n_seqs).config   # as chatdb serve --parallel n_seqs plans it
         self.model = Model(model_path, ContextConfig(**{**chosen.__dict__, "n_seq_max": n_seqs}))
         self.n_seqs = n_seqs
 

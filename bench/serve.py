@@ -38,6 +38,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -88,12 +90,15 @@ def throughput(args, work: Path, model: str, tuner: ThreadTuner) -> None:
                 settle(servers["chatdb"].base)
                 rates[n]["serial"].append(serial_rate(one_at_a_time(
                     servers["chatdb"].base, requests(n, f"serial {r}"), args.tokens)))
+        batched = httpx.get(servers["chatdb"].base + "/health").json().get("most_sequences")
     finally:
         for server in servers.values():
             server.stop()
         for loop in bare.values():
             loop.close()
     _throughput_table(rates, threads, args)
+    print("chatdb's /health: " + (f"at most {batched} sequences were decoded in one batch"
+                                  if batched else "no most_sequences (a server answering one at a time)"))
 
 
 COLUMNS = [("bare", "bare"), ("chatdb", "chatdb"), ("serial", "serial"), ("lcp", "lcp"),
