@@ -67,7 +67,7 @@ class Engine:
                              early=early.take(self.fingerprint) if early is not None else None)
         self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \
             if use_kv and archive.db_path else None
-        self.draft_mode = resolve_mode(draft, draft_model is not None)
+        self.draft_mode = resolve_mode(draft, draft_model is not None, model.cuts_back)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if draft_model is not None and self.draft_mode != "off" else None)
         self.tuning = tuning or Tuning(ThreadTuner(), report)

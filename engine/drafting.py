@@ -6,12 +6,21 @@ from .lookup import LookupDrafter
 MODES = ("off", "lookup", "model", "auto")
 
 
-def resolve_mode(mode: str, has_draft_model: bool) -> str:
-    """The mode in force: auto is lookup, then the draft model when lookup has no guess."""
+def resolve_mode(mode: str, has_draft_model: bool, cuts_back: bool = True) -> str:
+    """The mode in force: auto is lookup, then the draft model when lookup has no guess.
+
+    `cuts_back`: whether the model's memory can drop rejected guesses; a recurrent
+    state cannot (it would go on from tokens the answer does not have): auto is off.
+    """
     if mode not in MODES:
         raise EngineError(f"unknown draft mode {mode!r} (expected one of {', '.join(MODES)})")
     if mode == "model" and not has_draft_model:
         raise EngineError("--draft model needs a draft model: pass --draft-model PATH")
+    if not cuts_back and mode != "off":
+        if mode != "auto":
+            raise EngineError(f"--draft {mode} needs a model whose memory can drop rejected "
+                              f"guesses; this one has recurrent layers")
+        return "off"
     if mode == "auto":
         return "lookup+model" if has_draft_model else "lookup"
     return mode

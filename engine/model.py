@@ -130,6 +130,11 @@ class Model:
         return "iswa" if llama_cpp.llama_model_n_swa(self.model) > 0 else "attention"
 
     @property
+    def cuts_back(self) -> bool:
+        """Whether the KV can be cut back to an earlier position (not a recurrent state)."""
+        return self.memory_kind() in ("attention", "iswa")
+
+    @property
     def n_swa(self) -> int:
         """The sliding window of the sliding-window layers (0: none)."""
         return llama_cpp.llama_model_n_swa(self.model)
@@ -191,9 +196,10 @@ class Model:
 
     # -- the KV memory, per sequence ------------------------------------------
 
-    def forget_from(self, position: int, seq_id: int = 0) -> None:
-        """Drop the sequence's KV cells at `position` and after."""
-        llama_cpp.llama_memory_seq_rm(self.memory, seq_id, position, -1)
+    def forget_from(self, position: int, seq_id: int = 0) -> bool:
+        """Drop the sequence's KV cells at `position` and after; False where llama.cpp
+        cannot (a recurrent state is not cut back: only dropped whole, from 0)."""
+        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, position, -1))
 
     def clear(self) -> None:
         """Drop the KV of every sequence."""

@@ -20,8 +20,11 @@ class Sequence:
         self.tokens = np.zeros(0, np.int32)   # the tokens whose KV the sequence holds
 
     def keep(self, n: int) -> None:
-        """Keep the KV of the first `n` tokens only."""
-        self.model.forget_from(n, self.seq_id)
+        """Keep the KV of the first `n` tokens only; a recurrent state, which cannot be cut
+        back, is dropped whole instead (then fewer than `n` tokens are held)."""
+        if not self.model.forget_from(n, self.seq_id):
+            self.model.forget_from(0, self.seq_id)
+            n = 0
         self.tokens = self.tokens[:n]
 
     def load(self, state, tokens: np.ndarray) -> bool:
