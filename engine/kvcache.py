@@ -16,6 +16,7 @@ from chatdb.archive import Archive
 
 from . import kvlayout
 from .archive_rows import ArchiveRows
+from .archive_checkpoints import ArchiveCheckpoints
 from .archive_snapshot import ArchiveSnapshot
 from .kvwriter import StoreJob
 from .kv_sources import ArchiveSource, LivePrefix, LoadFailed, Offer, Request, common_prefix
@@ -43,6 +44,8 @@ def archive_source(kv_mode: str, fingerprint: str,
     ever stored under it). A new kind of stored memory is one more line here."""
     if kv_mode in ("rows", "rows+window"):   # the layout's window tells them apart
         return ArchiveRows(fingerprint, layout)
+    if kv_mode == "rows+checkpoint":
+        return ArchiveCheckpoints(fingerprint, layout)
     if kv_mode == "snapshot":
         return ArchiveSnapshot(fingerprint)
     raise ValueError(f"unknown KV mode {kv_mode!r}")
@@ -90,9 +93,10 @@ class KVCache:
         Cancelled if `cancelled()` turns true meanwhile; what was computed stays held.
 
         `capture`: a message boundary inside `target` (the question's end). If
-        it is computed here, a sliding-window model's state there is kept for
-        store_job: by the answer's end the state llama.cpp writes may have lost
-        the question's last window of sliding-window rows.
+        it is computed here, the state there is kept for store_job where the
+        source asks for it: by the answer's end the state llama.cpp writes may
+        have lost the question's last window of sliding-window rows, and a
+        recurrent state has moved on from the question's end.
         """
         started = time.perf_counter()
         # The last token is always computed, for its logits.
@@ -129,9 +133,9 @@ class KVCache:
 
     @property
     def captures(self) -> bool:
-        """Whether store_job wants the state at the question's end (see acquire)."""
-        layout = getattr(self.stored, "layout", None)
-        return layout is not None and bool(layout.window)
+        """Whether store_job wants the state at the question's end (see acquire): the
+        source says (a window's rows, a hybrid's checkpoint)."""
+        return getattr(self.stored, "captures", False)
 
     def capture(self, boundary: int) -> None:
         """Keep the state the sequence holds now, at a message boundary, for store_job."""
@@ -176,7 +180,12 @@ class KVCache:
                 failed.append(source)
                 continue  # a refused state empties the sequence: the live offer shrinks too
             self.seq.keep(offer.n_tokens)
-            return offer
+            if len(self.seq.tokens) == offer.n_tokens:
+                return offer
+            # A recurrent state cannot be cut back: the sequence is empty now, and the
+            # live prefix offers nothing next time.
+            if source is not self.sources[0]:
+                failed.append(source)
 
     def _best(self, request: Request, sources: list, failed: list) -> "tuple[object, Offer]":
         """(source, offer) of the longest offer, the earlier source where as long."""

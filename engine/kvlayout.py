@@ -77,6 +77,12 @@ class Layout:
     window: "int | None" = None     # sliding-window size (iSWA), else None
     window_first: int = 0           # first position of the sliding-window cells in this state
 
+    @property
+    def end(self) -> int:
+        """Where the last block ends in the state bytes (a state with layers)."""
+        last = self.blocks[-1]
+        return last.offset + last.per_token * (self.n_cells - (self.window_first if last.part else 0))
+
     def part_bytes(self, part: int) -> int:
         return sum(b.per_token for b in self.blocks if b.part == part)
 
@@ -105,8 +111,9 @@ class Layout:
                 + sum(len(b.head) for b in self.blocks) + self.bytes_per_token * n_tokens)
 
 
-def parse(state, window: "int | None" = None) -> Layout:
-    """The layout of a plain state (one part), or with `window` of an iSWA state (two parts)."""
+def parse(state, window: "int | None" = None, trailing: bool = False) -> Layout:
+    """The layout of a plain state (one part), or with `window` of an iSWA state (two parts);
+    `trailing`: other bytes may follow the parts (a hybrid's recurrent state)."""
     buf = memoryview(state).cast("B")
     try:
         off, blocks, n_layers, cells = 8, [], [], []
@@ -120,7 +127,7 @@ def parse(state, window: "int | None" = None) -> Layout:
                 off = block.offset + block.per_token * n
     except (struct.error, ValueError) as exc:
         raise LayoutMismatch(f"truncated state ({exc})") from None
-    if off != len(buf):
+    if off != len(buf) and not trailing:
         raise LayoutMismatch(f"{len(buf) - off} unexplained bytes at the end")
     n_cells = cells[0][1]
     if cells[0][0] != 0:

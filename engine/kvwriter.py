@@ -38,6 +38,9 @@ class StoreJob:
     # since it still holds their last window of sliding-window rows
     earlier: "tuple[int, memoryview] | None" = None
     checkpoint_tokens: int = 2048  # snapshots: keep one per this many tokens along a path
+    # (message_id, state) stored whole beside the rows: a hybrid's recurrent part at
+    # those messages' ends, kept as snapshots are (archive_checkpoints.py)
+    checkpoints: tuple = ()
 
 
 class KVWriter:
@@ -128,23 +131,32 @@ class KVWriter:
                 self.stored_bytes += archive.kv.put_encoded(
                     message_id, job.fingerprint, job.kind, int(stop - start), encoded)
             self.stored_segments += 1
+        if job.checkpoints:
+            self._store_snapshots(archive, job, job.checkpoints)
 
     def _store_snapshot(self, archive: Archive, job: StoreJob) -> None:
-        """The whole state at the path's last message; in the same transaction, the
-        snapshots above it that this one supersedes are deleted (see checkpoints)."""
-        message_id, _, stop = job.ranges[-1]
-        if archive.kv.has(message_id, job.fingerprint, "snapshot"):
+        """The whole state, at the path's last message."""
+        self._store_snapshots(archive, job, [(job.ranges[-1][0], job.state)])
+
+    def _store_snapshots(self, archive: Archive, job: StoreJob, states) -> None:
+        """Snapshots (message_id, state) of the path, the last at its end; in the same
+        transaction, the snapshots above it that these supersede are deleted."""
+        stops = {message_id: stop for message_id, _, stop in job.ranges}
+        head = job.ranges[-1][0]
+        encoded = [(m, kv.encode(state, 1)) for m, state in states
+                   if not archive.kv.has(m, job.fingerprint, "snapshot")]
+        if not encoded:
             return
-        encoded = kv.encode(job.state, 1)
         with archive.transaction():
-            if not archive.has_message(message_id):
+            if not archive.has_message(head):
                 return  # deleted meanwhile
-            self.stored_bytes += archive.kv.put_encoded(
-                message_id, job.fingerprint, "snapshot", int(stop), encoded)
-            superseded = archive.kv.superseded_snapshots(message_id, job.fingerprint)
+            for message_id, blob in encoded:
+                self.stored_bytes += archive.kv.put_encoded(
+                    message_id, job.fingerprint, "snapshot", int(stops[message_id]), blob)
+            superseded = archive.kv.superseded_snapshots(head, job.fingerprint)
             for old in superseded_by(job.ranges, superseded, job.checkpoint_tokens):
                 archive.kv.delete(old, job.fingerprint, "snapshot")
-        self.stored_segments += 1
+        self.stored_segments += len(encoded)
 
 
 def superseded_by(ranges, candidates: list[int], every: int) -> list[int]:

@@ -1,0 +1,101 @@
+"""Write a tiny hybrid model (LFM2: short-convolution recurrent layers and attention layers)
+with random weights, for testing how chatdb stores and restores a hybrid model's state.
+
+No recurrent or hybrid GGUF is on the package registry; what is tested (the state
+llama.cpp holds, stored and rebuilt exactly) does not depend on what the weights
+mean. The tokenizer is copied from another GGUF (SmolLM2's), so prompts tokenize
+and its chat template applies. The same seed gives the same file.
+
+    python tests/assets/tiny_hybrid.py OUT.gguf [TOKENIZER.gguf (default: the default model)]
+"""
+
+import sys
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+ARCH = "lfm2"
+N_EMBD, N_FF, N_HEAD, N_HEAD_KV, L_CACHE = 32, 64, 2, 1, 3
+LAYERS = ("conv", "conv", "attn", "conv", "attn", "conv")   # the recurrent layers have no KV heads
+CONTEXT = 8192
+
+
+def write(out: Path, tokenizer: Path, seed: int = 0) -> Path:
+    """Write the model to `out` (atomically); returns it."""
+    source = gguf.GGUFReader(tokenizer)
+    n_vocab = len(source.fields["tokenizer.ggml.tokens"].data)
+    tmp = out.with_suffix(".tmp")
+    w = gguf.GGUFWriter(tmp, ARCH)
+    w.add_name("chatdb tiny hybrid (random weights)")
+    w.add_context_length(CONTEXT)
+    w.add_embedding_length(N_EMBD)
+    w.add_feed_forward_length(N_FF)
+    w.add_block_count(len(LAYERS))
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv([N_HEAD_KV if kind == "attn" else 0 for kind in LAYERS])
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(n_vocab)
+    w.add_shortconv_l_cache(L_CACHE)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    _copy_tokenizer(source, w)
+    for name, array in _tensors(np.random.default_rng(seed), n_vocab):
+        w.add_tensor(name, array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(out)
+    return out
+
+
+def _tensors(rng, n_vocab: int):
+    """(name, array) of every tensor; numpy shapes are reversed GGUF shapes."""
+    def weight(*shape, dtype=np.float32):
+        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(dtype)
+
+    def ones(n):
+        return np.ones(n, np.float32)
+
+    head_dim = N_EMBD // N_HEAD
+    yield "token_embd.weight", weight(n_vocab, N_EMBD, dtype=np.float16)
+    yield "token_embd_norm.weight", ones(N_EMBD)    # LFM2's final norm
+    for i, kind in enumerate(LAYERS):
+        b = f"blk.{i}."
+        yield b + "attn_norm.weight", ones(N_EMBD)
+        yield b + "ffn_norm.weight", ones(N_EMBD)
+        yield b + "ffn_gate.weight", weight(N_FF, N_EMBD)
+        yield b + "ffn_up.weight", weight(N_FF, N_EMBD)
+        yield b + "ffn_down.weight", weight(N_EMBD, N_FF)
+        if kind == "conv":
+            yield b + "shortconv.conv.weight", weight(N_EMBD, L_CACHE)
+            yield b + "shortconv.in_proj.weight", weight(3 * N_EMBD, N_EMBD)
+            yield b + "shortconv.out_proj.weight", weight(N_EMBD, N_EMBD)
+        else:
+            yield b + "attn_q.weight", weight(N_EMBD, N_EMBD)
+            yield b + "attn_k.weight", weight(N_HEAD_KV * head_dim, N_EMBD)
+            yield b + "attn_v.weight", weight(N_HEAD_KV * head_dim, N_EMBD)
+            yield b + "attn_output.weight", weight(N_EMBD, N_EMBD)
+            yield b + "attn_q_norm.weight", ones(head_dim)
+            yield b + "attn_k_norm.weight", ones(head_dim)
+
+
+def _copy_tokenizer(source: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
+    for key, field in source.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, field.contents(), kind, sub_type=field.types[-1])
+        else:
+            w.add_key_value(key, field.contents(), kind)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        source = Path(sys.argv[2])
+    else:  # the default model's
+        from engine.model_path import resolve_model_path
+        source = resolve_model_path()
+    write(Path(sys.argv[1]), source)

@@ -1,0 +1,116 @@
+"""A hybrid model (recurrent and attention layers): attention rows per message, and the
+recurrent state as checkpoints at message ends, kept where a restore is likely.
+
+The model is tiny, with random weights (tests/assets/tiny_hybrid.py): what is
+checked is the state llama.cpp holds, which does not depend on what the
+weights mean. Answers are compared with answers computed another way.
+"""
+
+import pytest
+
+from chatdb.archive import Archive
+from engine import recurrent_layout
+
+from .conftest import run_chatdb
+from .test_gemma import path_tokens
+
+ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "24", "--ctx", "4096")  # as GREEDY
+# About 1,900 tokens: the answer to it ends in the first 2,048-token stretch of the path,
+# the next answers in the second (the writer keeps the deepest checkpoint of each).
+LONG = " ".join(f"Item {i} is a {('red', 'green', 'blue', 'small', 'large')[i % 5]} box."
+                for i in range(200))
+
+
+@pytest.fixture
+def hybrid_engine(open_engine, hybrid_path):
+    def factory(db=None, **kw):
+        return open_engine(db, model_path=hybrid_path, n_ctx=4096, **kw)
+    return factory
+
+
+def segments(db):
+    with Archive.open(db) as archive:
+        return [tuple(r) for r in archive.conn.execute(
+            "SELECT message_id, kind, n_tokens, raw_size FROM kv_segments ORDER BY message_id, kind")]
+
+
+def test_rows_and_one_checkpoint_per_chain_restore_the_live_state(hybrid_engine, db_path):
+    archive, engine = hybrid_engine()
+    assert engine.kv_mode == "rows+checkpoint" and engine.draft_mode == "off"
+    conv = archive.create_conversation("h")
+    live = []
+    for text in ("Hello there.", "Tell me more.", "And then?", "Why?"):
+        result = engine.reply(conv.id, text)
+        live.append((result.message_id, bytes(engine.model.get_state())))
+    engine.flush()
+    rows = segments(db_path)
+    per_token = engine.layout.row_bytes_per_token
+    # Every message's attention rows, and only the head's recurrent state: the
+    # checkpoints of earlier turns were superseded (same stretch, no branch).
+    assert [r[0] for r in rows if r[1] == "rows"] == list(range(1, 9))
+    assert all(r[3] == r[2] * per_token for r in rows if r[1] == "rows")
+    (head,) = [r for r in rows if r[1] == "snapshot"]
+    head_id, head_state = live[-1]
+    assert head[0] == head_id
+    _, _, recurrent = recurrent_layout.split(head_state)
+    assert head[3] == len(recurrent)  # a fixed size: not a whole state
+    # The state rebuilt from the archive is the one llama.cpp held, byte for byte.
+    engine.cache.reset()
+    engine.cache.memory.entries.clear()
+    engine.cache.warm(engine.prompts.path_tokens(archive.path(head_id)), archive, print)
+    assert engine.cache.ahead[0] == "archive"
+    assert bytes(engine.model.get_state()) == head_state
+
+
+def test_resume_in_a_new_process_equals_recompute(tmp_path, hybrid_engine, hybrid_path):
+    model = ("--model", str(hybrid_path))
+    db = tmp_path / "a.db"
+    first, _ = run_chatdb("ask", "--json", *model, *ARGS, "Name a river.", db=db)
+    second, _ = run_chatdb("ask", "--json", "-c", *model, *ARGS, "Name a lake.", db=db)
+    assert second["kv"]["source"] == "archive"
+    assert second["kv"]["restored_tokens"] == path_tokens(db, first["message_id"])
+    # The same history read from scratch, without stored KV, answers the same.
+    archive, engine = hybrid_engine(tmp_path / "b.db", use_kv=False)
+    conv = archive.create_conversation("again")
+    assert engine.reply(conv.id, "Name a river.").text == first["text"]
+    assert engine.reply(conv.id, "Name a lake.").text == second["text"]
+
+
+def test_a_fork_restores_from_the_nearest_checkpoint(tmp_path, hybrid_engine, hybrid_path):
+    model = ("--model", str(hybrid_path))
+    db = tmp_path / "a.db"
+    one, _ = run_chatdb("ask", "--json", *model, *ARGS, LONG, db=db)
+    two, _ = run_chatdb("ask", "--json", "-c", *model, *ARGS, "Which item is blue? " * 20, db=db)
+    three, _ = run_chatdb("ask", "--json", "-c", *model, *ARGS, "And which is red?", db=db)
+    ends = [path_tokens(db, m["message_id"]) for m in (one, two, three)]
+    assert ends[0] < 2048 <= ends[1]
+    kept = [r[0] for r in segments(db) if r[1] == "snapshot"]
+    # The deepest checkpoint of the first stretch and the head's; every message's rows.
+    assert kept == [one["message_id"], three["message_id"]]
+    assert len([r for r in segments(db) if r[1] == "rows"]) == 6
+
+    fork, _ = run_chatdb("ask", "--json", "--fork-from", str(two["message_id"]), *model, *ARGS,
+                         "Count them.", db=db)
+    assert fork["kv"]["source"] == "archive"
+    assert fork["kv"]["restored_tokens"] == ends[0]   # the rest is computed
+    # What was computed from the checkpoint is what reading it all from scratch gives.
+    archive, engine = hybrid_engine(tmp_path / "b.db", use_kv=False)
+    conv = archive.create_conversation("again")
+    for text, expected in ((LONG, one), ("Which item is blue? " * 20, two)):
+        assert engine.reply(conv.id, text).text == expected["text"]
+    assert engine.reply(conv.id, "Count them.").text == fork["text"]
+
+
+def test_drafting_is_off_and_refused_when_asked_for(tmp_path, hybrid_path):
+    _, proc = run_chatdb("ask", "--model", str(hybrid_path), "--draft", "lookup",
+                         "--max-tokens", "4", "Hi", db=tmp_path / "a.db", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("chatdb: error: ") and proc.stderr.count("\n") == 1
+    assert "recurrent" in proc.stderr
+
+
+def test_doctor_names_the_memory_and_its_storage(tmp_path, hybrid_path):
+    doc, _ = run_chatdb("doctor", "--json", "--model", str(hybrid_path), db=tmp_path / "a.db")
+    assert doc["kv"]["memory"] == "hybrid" and doc["kv"]["stored_as"] == "rows + checkpoints"
+    _, proc = run_chatdb("doctor", "--model", str(hybrid_path), db=tmp_path / "a.db")
+    assert "KV state: rows + checkpoints (attention and recurrent layers (hybrid)" in proc.stdout
