@@ -25,7 +25,7 @@ from .generate import Generation, generate
 from .gguf_header import read_facts
 from .kvcache import KVCache, archive_source
 from .kvwriter import KVWriter
-from .layout_check import check_layout
+from .layout_check import ROW_MODES, check_layout
 from .model import Model
 from .model_path import resolve_model_path
 from .prefetch import EarlyRead, Prefetch
@@ -92,10 +92,10 @@ class Engine:
         chosen = plan(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq)
         early = None
         if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
-            # The fingerprint the engine will have, if its layout check passes.
-            expected = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
-                                             chosen.config, "rows")
-            early = EarlyRead(archive.db_path, resume, expected)
+            # The fingerprints the engine may have, by the mode its layout check picks.
+            model_fp = file_fingerprint(path, archive.fingerprints)
+            early = EarlyRead(archive.db_path, resume, [
+                kv_config_fingerprint(model_fp, chosen.config, mode) for mode in ROW_MODES])
         model = Model(str(path), chosen.config)
         try:
             return cls(archive, model, report, chosen.offload, use_kv, sampling, warn,

@@ -19,6 +19,7 @@ from .row_round_trip import round_trip
 PROBE = "chatdb layout check: one two three"
 
 ROWS, WINDOW, CHECKPOINT, SNAPSHOT = "rows", "rows+window", "rows+checkpoint", "snapshot"
+ROW_MODES = (ROWS, WINDOW, CHECKPOINT)   # the modes that store rows
 # How each KV mode keeps a conversation's state (chatdb doctor).
 STORED_AS = {ROWS: "rows", WINDOW: "rows + window", CHECKPOINT: "rows + checkpoints",
              SNAPSHOT: "snapshots"}

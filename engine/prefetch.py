@@ -51,16 +51,20 @@ class Prefetch:
 class EarlyRead:
     """Decompressing the KV segments along a message's path, on the decoder pool."""
 
-    def __init__(self, db_path, message_id: int, fingerprint: str):
-        self.fingerprint = fingerprint
+    def __init__(self, db_path, message_id: int, fingerprints: "list[str]"):
+        self.fingerprint: "str | None" = None   # the first of `fingerprints` the message has KV under
         self.decoded: "dict[int, Future]" = {}   # message id -> its checked bytes, as one plane
-        self._thread = threading.Thread(target=self._run, args=(db_path, message_id),
+        self._thread = threading.Thread(target=self._run, args=(db_path, message_id, fingerprints),
                                         name="chatdb-kv-early", daemon=True)
         self._thread.start()
 
-    def _run(self, db_path, message_id: int) -> None:
+    def _run(self, db_path, message_id: int, fingerprints: "list[str]") -> None:
         try:
             with Archive.open(db_path) as archive:
+                stored = archive.kv.fingerprints_for(message_id)
+                self.fingerprint = next((fp for fp in fingerprints if fp in stored), None)
+                if self.fingerprint is None:
+                    return
                 for ref in archive.kv.rows_index(message_id, self.fingerprint):
                     segment = archive.kv.get(ref.message_id, self.fingerprint)
                     if segment is not None:
@@ -71,7 +75,7 @@ class EarlyRead:
     def take(self, fingerprint: str) -> "dict[int, Future]":
         """The decoded segments, if they were read under the engine's actual fingerprint."""
         self._thread.join()
-        return self.decoded if fingerprint == self.fingerprint else {}
+        return self.decoded if self.fingerprint is not None and fingerprint == self.fingerprint else {}
 
 
 def _interleaved(segment) -> np.ndarray:

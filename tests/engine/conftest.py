@@ -51,3 +51,19 @@ def run_chatdb(*args, db, check=True, input=None, timeout=300):
     if "--json" in args and proc.returncode == 0:
         return json.loads(proc.stdout), proc
     return None, proc
+
+
+def restored_from_archive(engine, archive, message_id: int) -> bytes:
+    """The state the engine rebuilds from the archive alone for the path to `message_id`."""
+    engine.cache.reset()
+    engine.cache.memory.entries.clear()
+    engine.cache.warm(engine.prompts.path_tokens(archive.path(message_id)), archive, print)
+    assert engine.cache.ahead[0] == "archive"
+    return bytes(engine.model.get_state())
+
+
+def assert_refused(proc, word: str) -> None:
+    """The command failed with one line, `chatdb: error: ...`, that says `word`."""
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("chatdb: error: ") and proc.stderr.count("\n") == 1
+    assert word in proc.stderr

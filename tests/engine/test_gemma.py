@@ -6,11 +6,13 @@ first message here is longer than the window, so restores rebuild states
 whose window reaches back over several messages.
 """
 
+import shutil
+
 import pytest
 
 from chatdb.archive import Archive
 
-from .conftest import run_chatdb
+from .conftest import assert_refused, restored_from_archive, run_chatdb
 
 GREEDY_ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "24", "--ctx", "2048")  # as GREEDY
 LONG = " ".join(f"Item {i} is a {('red', 'green', 'blue', 'small', 'large')[i % 5]} box."
@@ -76,11 +78,7 @@ def test_gemma_stores_rows_and_a_window_and_restores_the_live_state(gemma_engine
         for n, t in zip([r["n_tokens"] for r in rows], tails))
     # At each answer, the state rebuilt from rows is what llama.cpp held live, byte for byte.
     for message_id, state in live:
-        engine.cache.reset()
-        engine.cache.memory.entries.clear()
-        engine.cache.warm(engine.prompts.path_tokens(archive.path(message_id)), archive, print)
-        assert engine.cache.ahead[0] == "archive"
-        assert bytes(engine.model.get_state()) == state
+        assert restored_from_archive(engine, archive, message_id) == state
 
 
 def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_path):
@@ -111,6 +109,21 @@ def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_p
     assert retry["kv"]["restored_tokens"] == 0
 
 
+def test_segments_are_read_while_the_model_loads(tmp_path, gemma_engine, gemma_path):
+    """`ask -c`'s head start: the rows (with their windows) are decompressed while the
+    model loads, under the fingerprint of the model's KV mode."""
+    db = tmp_path / "a.db"
+    first, _ = run_chatdb("ask", "--json", "--model", str(gemma_path), *GREEDY_ARGS, LONG, db=db)
+    shutil.copy(db, tmp_path / "b.db")
+    archive, engine = gemma_engine(db, resume=first["message_id"])
+    assert len(engine.cache.early) == 2   # the long question and its answer
+    conv_id = archive.latest_conversation().id
+    result = engine.reply(conv_id, SECOND)
+    assert result.kv_source == "archive" and not engine.cache.early
+    _, plain = gemma_engine(tmp_path / "b.db")
+    assert plain.reply(conv_id, SECOND).text == result.text
+
+
 def test_switching_models_in_one_conversation(tmp_path, gemma_path, model_path):
     """SmolLM2 -> Gemma -> SmolLM2 -> Gemma: each restores its own KV of the shared history."""
     db = tmp_path / "a.db"
@@ -133,9 +146,7 @@ def test_switching_models_in_one_conversation(tmp_path, gemma_path, model_path):
 def test_draft_model_with_another_vocabulary_is_refused(tmp_path, gemma_path, model_path):
     _, proc = run_chatdb("ask", "--model", str(gemma_path), "--draft-model", str(model_path),
                          "--max-tokens", "4", "Hi", db=tmp_path / "a.db", check=False)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("chatdb: error: ") and proc.stderr.count("\n") == 1
-    assert "vocabulary" in proc.stderr
+    assert_refused(proc, "vocabulary")
 
 
 def test_doctor_names_the_memory_and_its_storage(tmp_path, gemma_path):

@@ -11,7 +11,7 @@ import pytest
 from chatdb.archive import Archive
 from engine import recurrent_layout
 
-from .conftest import run_chatdb
+from .conftest import assert_refused, restored_from_archive, run_chatdb
 from .test_gemma import path_tokens
 
 ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "24", "--ctx", "4096")  # as GREEDY
@@ -55,11 +55,7 @@ def test_rows_and_one_checkpoint_per_chain_restore_the_live_state(hybrid_engine,
     _, _, recurrent = recurrent_layout.split(head_state)
     assert head[3] == len(recurrent)  # a fixed size: not a whole state
     # The state rebuilt from the archive is the one llama.cpp held, byte for byte.
-    engine.cache.reset()
-    engine.cache.memory.entries.clear()
-    engine.cache.warm(engine.prompts.path_tokens(archive.path(head_id)), archive, print)
-    assert engine.cache.ahead[0] == "archive"
-    assert bytes(engine.model.get_state()) == head_state
+    assert restored_from_archive(engine, archive, head_id) == head_state
 
 
 def test_resume_in_a_new_process_equals_recompute(tmp_path, hybrid_engine, hybrid_path):
@@ -69,6 +65,9 @@ def test_resume_in_a_new_process_equals_recompute(tmp_path, hybrid_engine, hybri
     second, _ = run_chatdb("ask", "--json", "-c", *model, *ARGS, "Name a lake.", db=db)
     assert second["kv"]["source"] == "archive"
     assert second["kv"]["restored_tokens"] == path_tokens(db, first["message_id"])
+    # `ask -c` decompresses the rows while the model loads, under this mode's fingerprint.
+    _, early = hybrid_engine(db, resume=second["message_id"])
+    assert len(early.cache.early) == 4
     # The same history read from scratch, without stored KV, answers the same.
     archive, engine = hybrid_engine(tmp_path / "b.db", use_kv=False)
     conv = archive.create_conversation("again")
@@ -104,9 +103,7 @@ def test_a_fork_restores_from_the_nearest_checkpoint(tmp_path, hybrid_engine, hy
 def test_drafting_is_off_and_refused_when_asked_for(tmp_path, hybrid_path):
     _, proc = run_chatdb("ask", "--model", str(hybrid_path), "--draft", "lookup",
                          "--max-tokens", "4", "Hi", db=tmp_path / "a.db", check=False)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("chatdb: error: ") and proc.stderr.count("\n") == 1
-    assert "recurrent" in proc.stderr
+    assert_refused(proc, "recurrent")
 
 
 def test_doctor_names_the_memory_and_its_storage(tmp_path, hybrid_path):
