@@ -184,7 +184,7 @@ class KVCache:
                 return offer
             # A recurrent state cannot be cut back: the sequence is empty now, and the
             # live prefix offers nothing next time.
-            if source is not self.sources[0]:
+            if source is not sources[0]:
                 failed.append(source)
 
     def _best(self, request: Request, sources: list, failed: list) -> "tuple[object, Offer]":
