@@ -19,7 +19,7 @@ from .draft_model import DraftModel
 from .draft_policy import DraftPolicy
 from .drafting import make_drafter, resolve_mode
 from .describe import describe
-from .errors import Cancelled, EngineError, PromptTooLong
+from .errors import Cancelled, EngineError
 from .fingerprint import file_fingerprint, kv_config_fingerprint
 from .generate import Generation, generate
 from .gguf_header import read_facts
@@ -29,16 +29,14 @@ from .layout_check import ROW_MODES, check_layout
 from .model import Model
 from .model_path import resolve_model_path
 from .prefetch import EarlyRead, Prefetch
-from .prepared import Prepared
+from .prepared import Prepared, budget, check_question, fit_prompt
 from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
 from .sequence import Sequence
-from .template import TemplateUnstable
 from .sampling import Sampler, SamplingSettings
 from .settings import plan
 from .threads import ThreadTuner
 from .tuning import Tuning
 from .turn_result import TurnParts, TurnResult, speculative_figures
-from .window import fit_window
 
 
 class Engine:
@@ -129,8 +127,8 @@ class Engine:
     def _warm(self, archive: Archive, head: int, warn) -> None:
         prompts, path = PromptBuilder(self.model, archive, self.tokenizer), archive.path(head)
         tokens = prompts.path_tokens(path)
-        if sum(tokens.lengths) > self._budget(self.sampling, prompts.generation_tokens(path)):
-            return
+        if sum(tokens.lengths) > budget(self.model.n_ctx, self.sampling, prompts.generation_tokens(path)):
+            return  # left to the turn, which windows it
         for cache in [self.cache] + ([self.draft.cache] if self.draft else []):
             cache.warm(tokens, archive, warn)  # warn collects: nothing is printed from this thread
 
@@ -148,7 +146,7 @@ class Engine:
         question = self.archive.add_question(conv_id, text)
         try:
             path = self.archive.path(question.id)
-            self._check_question(path, settings)
+            check_question(self.prompts, path, settings)
         except BaseException:
             self.archive.retract(question.id)
             raise
@@ -173,7 +171,7 @@ class Engine:
         turn = TurnParts(conv_id, None, started, head=self.archive.conversation(conv_id).head_id)
         path = self.archive.path(message_id)
         if path[-1].role == "user":
-            self._check_question(path, settings)
+            check_question(self.prompts, path, settings)
         return turn, path
 
     def _begin_turn(self) -> float:
@@ -181,26 +179,6 @@ class Engine:
         self.warnings = []
         self.prefetch.wait(self.warn)
         return time.perf_counter()
-
-    def _budget(self, settings: SamplingSettings, opening) -> int:
-        """Context tokens a path may take before its answer's opening: the rest is kept
-        for the answer (at most a quarter of the context)."""
-        return self.model.n_ctx - min(settings.max_tokens, self.model.n_ctx // 4) - len(opening)
-
-    def _check_question(self, path, settings) -> None:
-        """PromptTooLong unless the question at the end of `path` fits with the system prompt."""
-        before, question = as_chat(path[:-1]), as_chat(path[-1:])[0]
-        try:
-            question_tokens = self.prompts.piece_tokens(before, question)
-        except TemplateUnstable:
-            question_tokens = self.model.tokenize(question["content"])
-        system = path[0] if path[0].role == "system" else None
-        room = self._budget(settings, self.prompts.generation_tokens(path))
-        room -= len(self.prompts.path_tokens([system]).flat()) if system else 0
-        if len(question_tokens) > room:
-            raise PromptTooLong(
-                f"the message is {len(question_tokens)} tokens; with the system prompt it does not "
-                f"fit the context of {self.model.n_ctx} tokens (room for {room})")
 
     def _answer(self, turn: TurnParts, path, on_text, cancelled, settings, progress,
                 stop=None) -> TurnResult:
@@ -224,15 +202,12 @@ class Engine:
 
     def prepare_turn(self, turn: TurnParts, path, settings: SamplingSettings) -> Prepared:
         """The prompt answering the last message of `path`, fitted to the context."""
-        tokens = self.prompts.path_tokens(path)
-        opening = self.prompts.generation_tokens(path)
-        window = fit_window(tokens, path, self._budget(settings, opening), self.prompts)
-        if window.left_out:
+        fitted = fit_prompt(self.prompts, path, settings, self.fingerprint)
+        if fitted.window.left_out:
             self.warn(f"the conversation is longer than the context: the oldest "
-                      f"{window.left_out} messages after the system prompt are left out")
-        prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
-        turn.prompt_tokens, turn.left_out_messages = len(prompt), window.left_out
-        return Prepared(path, opening, window, prompt, window.key(self.fingerprint))
+                      f"{fitted.window.left_out} messages after the system prompt are left out")
+        turn.prompt_tokens, turn.left_out_messages = len(fitted.prompt), fitted.window.left_out
+        return fitted
 
     def finish_turn(self, turn: TurnParts, prepared: Prepared, gen: Generation, acquired,
                     cache: KVCache, speculative: dict) -> TurnResult:
