@@ -183,6 +183,8 @@ class Engine:
     def _answer(self, turn: TurnParts, path, on_text, cancelled, settings, progress,
                 stop=None) -> TurnResult:
         self.tuning.before_turn()
+        if self.draft is not None:
+            self.draft.follow_threads(self.model)
         prepared = self.prepare_turn(turn, path, settings)
         prompt, window = prepared.prompt, prepared.window
         acquired = self.cache.acquire(prompt, window.tokens, progress,

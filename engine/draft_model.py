@@ -37,6 +37,12 @@ class DraftModel:
                              use_archive=use_archive, warn=warn)
         self.sampler = Sampler(SamplingSettings(temperature=0))
 
+    def follow_threads(self, target: Model) -> None:
+        """Use the target's thread counts (chosen for the free cores before each turn)."""
+        decode, batch = target.config.n_threads, target.threads_batch
+        if (decode, batch) != (self.model.config.n_threads, self.model.threads_batch):
+            self.model.set_threads(decode, batch)
+
     def propose(self, context: list[int], k: int) -> list[int]:
         """k greedy guesses after `context`."""
         self.cache.follow(np.asarray(context, np.int32))
