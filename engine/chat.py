@@ -216,16 +216,17 @@ class Engine:
         """Commit the answer `cache`'s sequence generated, and store that sequence's KV."""
         if gen.finish == "cancelled" and not gen.tokens:
             raise Cancelled()  # nothing was said: no empty answer joins later prompts
-        message_id = self._save_answer(turn, prepared.path, prepared.opening, gen,
-                                       len(prepared.window.tokens.flat()), cache)
-        self._store_kv(prepared.window, message_id, prepared.key, cache)
+        message_id, answer = self._save_answer(turn, prepared.path, prepared.opening, gen,
+                                               len(prepared.window.tokens.flat()), cache)
+        self._store_kv(prepared.window, message_id, answer, prepared.key, cache)
         return turn.result(message_id, gen, acquired, self.warnings, speculative)
 
-    def store_path_kv(self, tokens: PathTokens, cache: KVCache) -> bool:
-        """Store the KV of a path that `cache`'s sequence holds (computed by a shared batch)."""
+    def store_path_kv(self, tokens: PathTokens, cache: KVCache, key: "str | None" = None) -> bool:
+        """Store the KV of a path that `cache`'s sequence holds (under `key` for a window);
+        False where it does not hold exactly that path."""
         if self.writer is None or not tokens.stable or not np.array_equal(cache.live, tokens.flat()):
             return False
-        self.writer.submit(cache.store_job(tokens))
+        self.writer.submit(cache.store_job(tokens, key))  # copied out now, written meanwhile
         return True
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
@@ -235,8 +236,9 @@ class Engine:
         return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
 
     def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int,
-                     cache: KVCache) -> int:
-        """Commit the answer with its exact tokens, and feed its tail to the model.
+                     cache: KVCache) -> "tuple[int, list[int] | None]":
+        """Commit the answer with its exact tokens, and feed its tail to the model;
+        (its message id, those tokens or None).
 
         The head moves to it only if it is still at `turn.head`, where this turn
         found or left it: another turn that moved it meanwhile keeps its branch.
@@ -252,7 +254,7 @@ class Engine:
                 self.archive.tokens.put(message.id, self.tokenizer, answer)
         if answer is not None:  # the model has seen the answer up to the live end
             cache.extend(answer[len(cache.live) - start:])
-        return message.id
+        return message.id, answer
 
     def _exact_answer(self, path, opening, gen: Generation) -> "list[int] | None":
         """The answer's exact tokens; None (the answer is kept all the same) when the
@@ -264,19 +266,16 @@ class Engine:
             self.warn(f"the answer's tokens are not stored: {exc}")
             return None
 
-    def _store_kv(self, window, message_id: int, key: "str | None", cache: KVCache) -> None:
+    def _store_kv(self, window, message_id: int, answer: "list[int] | None", key: "str | None",
+                  cache: KVCache) -> None:
         """Store the KV of the window (the path, or its windowed part) and the answer."""
-        answer = self.archive.tokens.get(message_id, self.tokenizer)
-        if self.writer is None or not window.tokens.stable or answer is None:
+        if answer is None or not window.tokens.stable:
             return  # the template is not prefix-stable: no exact tokens to key KV by
         full = PathTokens(window.tokens.message_ids + [message_id],
                           window.tokens.arrays + [np.asarray(answer, np.int32)])
-        tokens = full.flat()
-        if not np.array_equal(cache.live, tokens):
-            return  # the context does not hold exactly this path
-        self.writer.submit(cache.store_job(full, key))  # copied out now, written meanwhile
-        if self.draft is not None and key is None and cache is self.cache:
-            self.draft.cache.follow(tokens)
+        if self.store_path_kv(full, cache, key) and self.draft is not None and key is None \
+                and cache is self.cache:
+            self.draft.cache.follow(full.flat())
             self.writer.submit(self.draft.cache.store_job(full))
 
     # -- reporting and shutdown ------------------------------------------------
