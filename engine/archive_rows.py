@@ -51,9 +51,14 @@ class ArchiveRows(ArchiveSource):
         if sum(r.n_tokens for r in refs) != n_tokens:
             raise LoadFailed(f"the rows stored hold other than the path's {n_tokens} tokens")
         try:
-            return assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id))
+            return assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id),
+                            lambda ref: self._shared_planes(request, ref.shared_id))
         except SegmentFault as fault:
-            self.drop(request.archive, fault.message_id)
+            if fault.shared_id is not None:   # every segment beginning with it goes too
+                with request.archive.transaction():
+                    request.archive.kv.delete_shared(fault.shared_id)
+            else:
+                self.drop(request.archive, fault.message_id)
             raise LoadFailed(str(fault)) from None
         except (CorruptKV, kvlayout.LayoutMismatch) as exc:
             raise LoadFailed(str(exc)) from None
@@ -85,6 +90,13 @@ class ArchiveRows(ArchiveSource):
         segment = request.archive.kv.get(message_id, self.fingerprint, "rows")
         if segment is None:
             raise CorruptKV(f"message {message_id}: segment deleted while reading")
+        return segment.planes
+
+    def _shared_planes(self, request: Request, shared_id: int):
+        """A callable giving a shared run's decoded planes, read now."""
+        segment = request.archive.kv.get_shared(shared_id)
+        if segment is None:
+            raise CorruptKV(f"shared rows {shared_id}: deleted while reading")
         return segment.planes
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from chatdb import kv
 from chatdb.archive import Archive
 
-from . import kvlayout
+from . import kvlayout, row_sharing
 
 MAX_WAITING = 2   # whole states queued behind the one being stored
 
@@ -124,12 +124,12 @@ class KVWriter:
                 continue
             raw = (kvlayout.cut(early, early_layout, start, stop) if stop <= at
                    else kvlayout.cut(job.state, layout, start, stop))
-            encoded = kv.encode(raw, job.plane_width)
+            n = int(stop - start)
+            plan = row_sharing.plan(archive, job.fingerprint, layout, message_id, raw, n, job.plane_width)
             with archive.transaction():
                 if not archive.has_message(message_id):
                     continue  # deleted meanwhile
-                self.stored_bytes += archive.kv.put_encoded(
-                    message_id, job.fingerprint, job.kind, int(stop - start), encoded)
+                self.stored_bytes += row_sharing.store(archive, job.fingerprint, message_id, n, plan)
             self.stored_segments += 1
         if job.checkpoints:
             self._store_snapshots(archive, job, job.checkpoints)

@@ -17,30 +17,38 @@ POOL_THREADS_MAX = 4   # threads placing segments: one per core, at most this ma
 
 
 class SegmentFault(Exception):
-    """One segment could not be decoded or placed."""
+    """One segment, or the shared run it begins with (`shared_id`), could not be decoded or placed."""
 
-    def __init__(self, message_id: int, reason: str):
-        super().__init__(f"message {message_id}: {reason}")
-        self.message_id = message_id
+    def __init__(self, message_id: int, reason: str, shared_id: "int | None" = None):
+        where = f"message {message_id}" + (f", shared rows {shared_id}" if shared_id is not None else "")
+        super().__init__(f"{where}: {reason}")
+        self.message_id, self.shared_id = message_id, shared_id
 
 
-def assemble(layout: kvlayout.Layout, refs, planes_of):
+def assemble(layout: kvlayout.Layout, refs, planes_of, shared_of=None):
     """The state of the segments `refs` (chatdb.kv.SegmentRef, in path order), as a numpy buffer.
 
     planes_of(ref) runs on this thread (it reads) and returns a callable that
-    gives the segment's decoded byte planes (run on the pool). A segment that
-    fails raises SegmentFault naming its message; one missing raises CorruptKV.
+    gives the segment's decoded byte planes (run on the pool); shared_of(ref)
+    the same for the shared run a segment begins with (ref.shared_id), placed
+    as a segment of its own. A segment that fails raises SegmentFault naming
+    its message (and the shared run, if that failed); one missing raises CorruptKV.
     """
     spans = [(r.n_tokens, layout.tail(r.n_tokens, r.raw_size)) for r in refs] if layout.window else None
     assembly = kvlayout.Assembly(layout, sum(r.n_tokens for r in refs), spans)
     pool, first, pending = decoder_pool(), 0, []
     for ref in refs:
-        pending.append((ref, pool.submit(_place, assembly, planes_of(ref), ref.n_tokens, first)))
+        own = ref.n_tokens
+        if ref.shared_id is not None:
+            own -= ref.shared_tokens
+            pending.append((ref, ref.shared_id,
+                            pool.submit(_place, assembly, shared_of(ref), ref.shared_tokens, first)))
+        pending.append((ref, None, pool.submit(_place, assembly, planes_of(ref), own, first + ref.n_tokens - own)))
         first += ref.n_tokens
     fault = None
-    for ref, done in pending:  # every placing thread is done before the buffer is handed on
+    for ref, shared_id, done in pending:  # every placing thread is done before the buffer is handed on
         if (error := done.result()) is not None and fault is None:
-            fault = SegmentFault(ref.message_id, error)
+            fault = SegmentFault(ref.message_id, error, shared_id)
     if fault is not None:
         raise fault
     return assembly.buffer

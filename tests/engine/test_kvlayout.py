@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine import kvlayout
+from engine import kvlayout, segment_split
 from engine.decode import Decoder
 from engine.model import ContextConfig, Model
 from engine.row_round_trip import round_trip
@@ -103,3 +103,51 @@ def test_the_start_up_round_trip_takes_the_restore_path(model):
     with pytest.raises(kvlayout.LayoutMismatch):
         round_trip(model, bytes(damaged), split=4)
     decoder.close()
+
+
+def _split_and_rejoined(layout, segment, n, k):
+    """Split `segment` (n tokens) at k: the pieces join back to it, and leading_equal
+    finds the first token whose rows differ in a copy changed there."""
+    head, rest = segment_split.split(layout, segment, n, k)
+    assert segment_split.join(layout, head, k, rest, n) == segment
+    assert segment_split.leading_equal(layout, segment, n, segment, n) == n
+    return head, rest
+
+
+def test_a_segment_split_at_a_token_is_placed_as_two_segments(model):
+    tokens = model.tokenize("The quick brown fox jumps over the lazy dog. " * 8)
+    decoder = Decoder(model)
+    decoder.prefill(tokens, 0)
+    decoder.close()
+    state = model.get_state()
+    layout = kvlayout.parse(state)
+    n = len(tokens)
+    middle = kvlayout.cut(state, layout, 5, 40)
+    head, rest = _split_and_rejoined(layout, middle, 35, 7)
+    pieces = [kvlayout.cut(state, layout, 0, 5), head, rest, kvlayout.cut(state, layout, 40, n)]
+    assert kvlayout.assemble(layout, pieces, n, [5, 7, 28, n - 40]).tobytes() == bytes(state)
+    changed = np.frombuffer(middle, np.uint8).copy()
+    blocks = segment_split.blocks_of(layout, changed, 35)
+    blocks[-1][1][0, 9, 0] ^= 1   # the last block's first run, token 9
+    assert segment_split.leading_equal(layout, middle, 35, changed.tobytes(), 35) == 9
+
+
+def test_a_sliding_window_segment_splits_before_and_inside_its_window(gemma_path):
+    m = Model(str(gemma_path), ContextConfig(n_ctx=1024, n_batch=1024, n_threads=2, flash_attn=False))
+    try:
+        tokens = m.tokenize(" ".join(f"Item {i} is a box." for i in range(110)))[:600]
+        decoder = Decoder(m)
+        decoder.prefill(tokens, 0)
+        decoder.close()
+        state = m.get_state()
+        layout = kvlayout.parse(state, window=m.n_swa)
+    finally:
+        m.close()
+    n = len(tokens)
+    segment = kvlayout.cut(state, layout, 0, n)
+    assert layout.tail(n, len(segment)) == layout.window < n   # sliding-window rows of the last 512 only
+    for k in (n - layout.window - 30, n - layout.window + 30):  # the head without, and with, some of them
+        head, rest = _split_and_rejoined(layout, segment, n, k)
+        assert layout.tail(k, len(head)) == max(0, k - (n - layout.window))
+        whole = kvlayout.assemble(layout, [segment], n, [n])
+        assert kvlayout.assemble(layout, [head, rest], n, [k, n - k]).tobytes() == whole.tobytes()

@@ -79,12 +79,19 @@ def test_ten_forks_store_the_shared_prefix_once(open_engine):
     per_message = dict(counts)
     assert all(per_message[m] == 1 for m in shared)
     after = archive.kv.usage(engine.fingerprint)
-    # Ten forks added only the KV rows of their own two messages each.
-    assert after.segments == before.segments + 20
+    # Ten forks added only the KV rows of their own two messages each, and the
+    # ten questions (siblings) the leading rows they have alike once, in one run.
+    runs = archive.conn.execute("SELECT id, n_tokens FROM kv_shared_rows").fetchall()
+    assert len(runs) == 1 and runs[0]["n_tokens"] >= 1
+    named = archive.conn.execute("SELECT count(*) FROM kv_segments WHERE shared_id = ?",
+                                 (runs[0]["id"],)).fetchone()[0]
+    assert named == 10
+    assert after.segments == before.segments + 20 + 1
     own_tokens = archive.conn.execute(
         "SELECT sum(n_tokens) FROM kv_segments WHERE message_id NOT IN (%s)"
         % ",".join("?" * len(shared)), shared).fetchone()[0]
-    assert after.raw_bytes - before.raw_bytes == own_tokens * engine.layout.bytes_per_token
+    distinct_tokens = own_tokens - (named - 1) * runs[0]["n_tokens"]
+    assert after.raw_bytes - before.raw_bytes == distinct_tokens * engine.layout.bytes_per_token
 
 
 def _first_turn_and_a_clean_copy(tmp_path):
