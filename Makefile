@@ -31,6 +31,8 @@ GEMMA := $(VENV)/share/chatdb/models/gemma-3-270m-q4_k_m.gguf
 # And a tiny hybrid model (recurrent and attention layers) with random weights,
 # written by a script with a fixed seed: no such model is on the registry.
 HYBRID := $(VENV)/share/chatdb/models/tiny-hybrid-lfm2.gguf
+# And a tiny purely recurrent one (Mamba), written the same way.
+MAMBA := $(VENV)/share/chatdb/models/tiny-mamba.gguf
 
 .PHONY: chat test install test-models bench clean
 
@@ -40,11 +42,15 @@ chat: install
 test: install test-models
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-models: $(GEMMA) $(HYBRID)
+test-models: $(GEMMA) $(HYBRID) $(MAMBA)
 
 $(HYBRID): tests/assets/tiny_hybrid.py | $(VENV)/.installed
 	mkdir -p $(dir $@)
 	$(BIN)/python tests/assets/tiny_hybrid.py $@
+
+$(MAMBA): tests/assets/tiny_mamba.py | $(VENV)/.installed
+	mkdir -p $(dir $@)
+	$(BIN)/python tests/assets/tiny_mamba.py $@
 
 $(GEMMA): tests/assets/install_gemma.py | $(VENV)/.installed
 	$(BIN)/python tests/assets/install_gemma.py $(dir $@)

@@ -47,18 +47,29 @@ def gemma_path():
 
 
 HYBRID_FILE = "tiny-hybrid-lfm2.gguf"
+MAMBA_FILE = "tiny-mamba.gguf"
+
+
+def _tiny_model(tmp_path_factory, script: str, name: str) -> Path:
+    """A tiny random-weight model with SmolLM2's tokenizer: the one `make test-models`
+    wrote, else written here by tests/assets/`script` (fixed seed)."""
+    built = Path(sys.prefix) / "share" / "chatdb" / "models" / name
+    if built.is_file():
+        return built
+    from engine.model_path import resolve_model_path
+    spec = importlib.util.spec_from_file_location(script, Path(__file__).parent / "assets" / f"{script}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write(tmp_path_factory.mktemp("models") / name, resolve_model_path())
 
 
 @pytest.fixture(scope="session")
 def hybrid_path(tmp_path_factory):
-    """A tiny hybrid model (LFM2 layout, random weights, SmolLM2's tokenizer): the one
-    `make test-models` wrote, else written here (tests/assets/tiny_hybrid.py, fixed seed)."""
-    built = Path(sys.prefix) / "share" / "chatdb" / "models" / HYBRID_FILE
-    if built.is_file():
-        return built
-    from engine.model_path import resolve_model_path
-    spec = importlib.util.spec_from_file_location(
-        "tiny_hybrid", Path(__file__).parent / "assets" / "tiny_hybrid.py")
-    tiny_hybrid = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tiny_hybrid)
-    return tiny_hybrid.write(tmp_path_factory.mktemp("models") / HYBRID_FILE, resolve_model_path())
+    """A tiny hybrid model (LFM2 layout: short-conv recurrent and attention layers)."""
+    return _tiny_model(tmp_path_factory, "tiny_hybrid", HYBRID_FILE)
+
+
+@pytest.fixture(scope="session")
+def mamba_path(tmp_path_factory):
+    """A tiny purely recurrent model (Mamba)."""
+    return _tiny_model(tmp_path_factory, "tiny_mamba", MAMBA_FILE)

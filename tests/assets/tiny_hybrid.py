@@ -15,6 +15,9 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).parent))
+import gguf_fixture  # noqa: E402
+
 ARCH = "lfm2"
 N_EMBD, N_FF, N_HEAD, N_HEAD_KV, L_CACHE = 32, 64, 2, 1, 3
 LAYERS = ("conv", "conv", "attn", "conv", "attn", "conv")   # the recurrent layers have no KV heads
@@ -23,11 +26,11 @@ CONTEXT = 8192
 
 def write(out: Path, tokenizer: Path, seed: int = 0) -> Path:
     """Write the model to `out` (atomically); returns it."""
-    source = gguf.GGUFReader(tokenizer)
-    n_vocab = len(source.fields["tokenizer.ggml.tokens"].data)
-    tmp = out.with_suffix(".tmp")
-    w = gguf.GGUFWriter(tmp, ARCH)
-    w.add_name("chatdb tiny hybrid (random weights)")
+    return gguf_fixture.write(out, tokenizer, ARCH, "chatdb tiny hybrid (random weights)", _keys,
+                              lambda n_vocab: _tensors(np.random.default_rng(seed), n_vocab))
+
+
+def _keys(w: gguf.GGUFWriter) -> None:
     w.add_context_length(CONTEXT)
     w.add_embedding_length(N_EMBD)
     w.add_feed_forward_length(N_FF)
@@ -36,18 +39,8 @@ def write(out: Path, tokenizer: Path, seed: int = 0) -> Path:
     w.add_head_count_kv([N_HEAD_KV if kind == "attn" else 0 for kind in LAYERS])
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(n_vocab)
     w.add_shortconv_l_cache(L_CACHE)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    _copy_tokenizer(source, w)
-    for name, array in _tensors(np.random.default_rng(seed), n_vocab):
-        w.add_tensor(name, array)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    tmp.replace(out)
-    return out
 
 
 def _tensors(rng, n_vocab: int):
@@ -81,21 +74,5 @@ def _tensors(rng, n_vocab: int):
             yield b + "attn_k_norm.weight", ones(head_dim)
 
 
-def _copy_tokenizer(source: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
-    for key, field in source.fields.items():
-        if not key.startswith("tokenizer."):
-            continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            w.add_key_value(key, field.contents(), kind, sub_type=field.types[-1])
-        else:
-            w.add_key_value(key, field.contents(), kind)
-
-
 if __name__ == "__main__":
-    if len(sys.argv) > 2:
-        source = Path(sys.argv[2])
-    else:  # the default model's
-        from engine.model_path import resolve_model_path
-        source = resolve_model_path()
-    write(Path(sys.argv[1]), source)
+    gguf_fixture.main(write)

@@ -1,0 +1,50 @@
+"""What the tiny random-weight model scripts share: a GGUF file written atomically,
+with the tokenizer (and chat template) of another GGUF, from the command line."""
+
+import sys
+from pathlib import Path
+
+import gguf
+
+
+def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors) -> Path:
+    """Write `out` (atomically): keys(writer) adds the model's keys, tensors(n_vocab)
+    yields (name, array); returns `out`."""
+    source = gguf.GGUFReader(tokenizer)
+    n_vocab = len(source.fields["tokenizer.ggml.tokens"].data)
+    tmp = out.with_suffix(".tmp")
+    w = gguf.GGUFWriter(tmp, arch)
+    w.add_name(name)
+    w.add_vocab_size(n_vocab)
+    keys(w)
+    _copy_tokenizer(source, w)
+    for tensor, array in tensors(n_vocab):
+        w.add_tensor(tensor, array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(out)
+    return out
+
+
+def main(write_model) -> None:
+    """`script OUT.gguf [TOKENIZER.gguf]`: the default model's tokenizer unless given."""
+    if len(sys.argv) > 2:
+        source = Path(sys.argv[2])
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from engine.model_path import resolve_model_path
+        source = resolve_model_path()
+    write_model(Path(sys.argv[1]), source)
+
+
+def _copy_tokenizer(source: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
+    for key, field in source.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, field.contents(), kind, sub_type=field.types[-1])
+        else:
+            w.add_key_value(key, field.contents(), kind)
