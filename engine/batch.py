@@ -21,6 +21,10 @@ class MultiBatch:
         self.decodes = 0
 
     @property
+    def queued(self) -> int:
+        return self.batch.n_tokens
+
+    @property
     def room(self) -> int:
         return self.capacity - self.batch.n_tokens
 

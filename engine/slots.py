@@ -4,8 +4,10 @@ Each slot (slot.py) is one sequence of the shared llama.cpp context, with
 its own KVCache (restored from the live prefix, memory or the archive, as
 in the console) and the turn it answers. A step decodes, in one
 llama_decode, one token of every slot that is generating plus chunks of
-the prompts of slots still reading theirs (PREFILL_CHUNK per step while
-others generate, so their pace holds); then every generating slot samples
+the prompts of slots still reading theirs (the least left first, each moving on),
+sized so a step stays short (prefill_pace.py: a request arriving meanwhile
+joins at the next step, and the answers being generated keep their pace);
+then every generating slot samples
 its next token from its own row of logits. A finished slot stores its
 answer and KV and takes the next waiting turn; a cancelled one ends at its
 next step, its answer kept, marked interrupted.
@@ -27,10 +29,9 @@ from chatdb.message_match import place
 from .batch import MultiBatch
 from .errors import Cancelled
 from .kv_sources import common_prefix
+from .prefill_pace import PrefillPace, share
 from .slot import Slot
 from .turns import Turn, TurnCancelled, TurnOutcome
-
-PREFILL_CHUNK = 128     # prompt tokens per step while others generate
 
 
 class SlotScheduler:
@@ -40,6 +41,7 @@ class SlotScheduler:
         self.ready = threading.Event()
         self.engine = None
         self.batch: "MultiBatch | None" = None
+        self.pace: "PrefillPace | None" = None
         self.failure: "Exception | None" = None
         self.slots: list[Slot] = []
         self._count = 0                       # running and waiting
@@ -95,6 +97,7 @@ class SlotScheduler:
             n = min(self.parallel, engine.model.config.n_seq_max)   # the model may allow fewer
             self.slots = [Slot(engine.cache)] + [Slot(engine.cache.sibling(i)) for i in range(1, n)]
             self.batch = MultiBatch(engine.model, engine.model.config.n_batch)
+            self.pace = PrefillPace(self.batch.capacity)
         except Exception as exc:  # reported by start()
             self.failure = exc
             self.ready.set()
@@ -173,9 +176,12 @@ class SlotScheduler:
         for slot in generating:
             slot.logits_at = self.batch.add(slot.seq.seq_id, [slot.next_token],
                                             len(slot.seq.tokens), True)
-        fed = self._queue_prompts([s for s in active if s not in generating], bool(generating))
+        reading = sorted((s for s in active if s not in generating), key=lambda s: s.compute_started)
+        fed = self._queue_prompts(reading)
+        tokens, started = self.batch.queued, time.perf_counter()
         try:
             sequences = self.batch.decode()
+            self.pace.record(tokens, time.perf_counter() - started)
         except Exception as exc:
             for slot in active:
                 slot.cache.reset()    # what it holds is unknown after a failed step
@@ -194,18 +200,19 @@ class SlotScheduler:
         for slot in ended:
             self._finish(slot)
 
-    def _queue_prompts(self, reading: list[Slot], others_generate: bool) -> list:
-        """Add chunks of the prompts being read: [(slot, part)]."""
-        fed, budget = [], PREFILL_CHUNK if others_generate else self.batch.room
-        for slot in reading:
-            part = slot.chunk(min(budget, self.batch.room))
-            if not len(part):
-                break
+    def _queue_prompts(self, reading: list[Slot]) -> list:
+        """Add chunks of the prompts being read (in arrival order), shared: [(slot, part)]."""
+        room = self.batch.room
+        wanted = [len(slot.chunk(room)) for slot in reading]
+        fed = []
+        for slot, given in zip(reading, share(wanted, min(room, self.pace.chunk()))):
+            if not given:
+                continue
+            part = slot.chunk(given)
             done = len(part) == len(slot.pending)
             slot.logits_at = self.batch.add(slot.seq.seq_id, part.tolist(), len(slot.seq.tokens),
                                             done)
             fed.append((slot, part))
-            budget -= len(part)
         return fed
 
     def _finish(self, slot: Slot) -> None:

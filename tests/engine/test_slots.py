@@ -76,3 +76,36 @@ def test_batched_turns_answer_as_alone_and_the_console_resumes_them(which, tmp_p
                 assert follow.restored_tokens >= r.prompt_tokens and follow.computed_tokens < 16
         finally:
             engine.close()
+
+
+def test_a_short_request_behind_a_long_prompt_is_answered_while_that_prompt_is_read(model_path,
+                                                                                   tmp_path):
+    """The step's prompt tokens are shared: a short request that arrives while a long
+    prompt is being read gets all it needs at once, and is answered before the long
+    prompt's first token (it used to wait behind whole chunks of it)."""
+    def open_engine():
+        return Engine.open(Archive.open(tmp_path / "served.db"), model_path, n_ctx=2048,
+                           draft="off", n_seq=2)
+    events, lock = [], threading.Lock()
+
+    def note(what):
+        with lock:
+            events.append(what)
+    slots = SlotScheduler(open_engine, parallel=2, capacity=2)
+    slots.start()
+    long = Waiter("Summarise this. " + "The lighthouse keeper climbed the stairs again. " * 90)
+    short = Waiter("Name a colour.")
+    short.turn.sampling = GREEDY.with_(max_tokens=4)
+    long.turn.on_text = lambda text: note("long text")
+    done = short.turn.on_done
+    short.turn.on_done = lambda outcome: (note("short done"), done(outcome))
+    try:
+        assert slots.submit(long.turn) and slots.submit(short.turn)
+        for w in (long, short):
+            assert w.done.wait(600) and w.error is None, w.error
+    finally:
+        slots.close()
+    assert long.outcome.result.prompt_tokens > 600
+    assert events.index("short done") < events.index("long text")
+    assert short.outcome.batch["prompt_passes"] == 1   # its whole prompt in the first pass it shared
+    assert short.outcome.batch["most_sequences"] == 2

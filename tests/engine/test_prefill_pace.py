@@ -1,0 +1,43 @@
+"""The prefill pace: the line it fits to steps, the chunk it gives, and the fair share."""
+
+import pytest
+
+from engine.prefill_pace import FIRST_CHUNK, LEAST_CHUNK, PrefillPace, share
+
+
+def steps(pace, fixed, per_token, sizes):
+    for n in sizes:
+        pace.record(n, fixed + per_token * n)
+
+
+def test_the_fit_recovers_the_fixed_part_and_the_part_per_token():
+    pace = PrefillPace(512)
+    steps(pace, 0.010, 0.0085, [1, 4, 1, 30, 4, 8, 1])
+    fixed, per_token = pace.fit()
+    assert fixed == pytest.approx(0.010, rel=1e-6) and per_token == pytest.approx(0.0085, rel=1e-6)
+
+
+def test_a_cpu_like_line_gives_short_steps_and_a_gpu_like_line_the_whole_batch():
+    cpu, gpu = PrefillPace(512), PrefillPace(512)
+    steps(cpu, 0.010, 0.0085, [1, 2, 16, 1, 4])
+    steps(gpu, 0.004, 0.00002, [1, 2, 16, 1, 4])
+    assert LEAST_CHUNK <= cpu.chunk() < 64       # fixed part 5% of a ~0.2 s step
+    assert gpu.chunk() == 512
+
+
+def test_steps_of_one_size_keep_the_last_chunk():
+    pace = PrefillPace(512)
+    assert pace.chunk() == FIRST_CHUNK            # nothing measured yet
+    steps(pace, 0.010, 0.0085, [1, 20, 1, 20])
+    fitted = pace.chunk()
+    steps(pace, 0.5, 0.0, [4] * 400)             # only decoding: the parts cannot be told apart
+    assert pace.fit() is None and pace.chunk() == fitted
+
+
+def test_share_serves_the_least_left_first_and_moves_every_prompt_on():
+    assert share([500, 10, 500], 100) == [74, 10, 16]   # 16 each, then the least left first
+    assert share([3, 4], 100) == [3, 4]
+    assert share([13, 13, 13, 13], 26) == [13, 7, 3, 3]  # equal ones: the earlier first
+    assert sum(share([7, 7, 7], 10)) == 10
+    assert share([], 10) == []
+    assert share([5, 0], 10) == [5, 0]
