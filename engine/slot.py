@@ -49,7 +49,8 @@ class Slot:
         """Take a turn whose prompt `acquired` restored (the rest is `pending`)."""
         self.turn, self.placement, self.parts, self.prepared = turn, placement, parts, prepared
         self.acquired = acquired
-        self.figures = {"most_sequences": 0, "prompt_passes": 0, "prompt_least_sequences": 0}
+        self.figures = {"most_sequences": 0, "prompt_passes": 0, "prompt_least_sequences": 0,
+                        "sequence": self.seq.seq_id}
         self.pending = prepared.prompt[acquired.restored_tokens:]
         boundary = prepared.question_end
         self.capture_at = (boundary if self.cache.captures

@@ -162,9 +162,22 @@ class SlotScheduler:
             self._finished(turn, error=exc)
 
     def _best_slot(self, prompt) -> Slot:
-        """The free slot whose sequence already holds most of the prompt."""
+        """The free slot that keeps the busy sequences in one run of ids, and of those the
+        one already holding most of the prompt.
+
+        With a KV stream per sequence, llama.cpp splits a batch into one pass per
+        run of consecutive sequence ids (a stream view must be contiguous), so a
+        hole in the busy ids costs a whole extra pass every step of every turn;
+        a prefix left in another slot costs at most one restore, from memory
+        or the archive.
+        """
         free = [s for s in self.slots if s.free]
-        return max(free, key=lambda s: common_prefix(s.seq.tokens, prompt))
+        return min(free, key=lambda s: (self._runs_with(s), -common_prefix(s.seq.tokens, prompt)))
+
+    def _runs_with(self, chosen: Slot) -> int:
+        """Runs of consecutive busy slots if `chosen` were busy too."""
+        busy = [not s.free or s is chosen for s in self.slots]
+        return sum(1 for i, b in enumerate(busy) if b and (i == 0 or not busy[i - 1]))
 
     def _step(self) -> None:
         """One forward pass for every busy slot."""
@@ -173,11 +186,17 @@ class SlotScheduler:
                 self._end(slot, error=TurnCancelled())  # gone while its prompt was read
         active = self._busy_slots()
         generating = [s for s in active if s.generating]
-        for slot in generating:
-            slot.logits_at = self.batch.add(slot.seq.seq_id, [slot.next_token],
-                                            len(slot.seq.tokens), True)
         reading = sorted((s for s in active if s not in generating), key=lambda s: s.compute_started)
-        fed = self._queue_prompts(reading)
+        fed = self._prompt_parts(reading)
+        parts = {slot.seq.seq_id: part for slot, part in fed}
+        for slot in active:   # in sequence order: llama.cpp keeps consecutive ids in one pass
+            if slot.seq.seq_id in parts:
+                part = parts[slot.seq.seq_id]
+                slot.logits_at = self.batch.add(slot.seq.seq_id, part.tolist(),
+                                                len(slot.seq.tokens), len(part) == len(slot.pending))
+            elif slot.generating:
+                slot.logits_at = self.batch.add(slot.seq.seq_id, [slot.next_token],
+                                                len(slot.seq.tokens), True)
         tokens, started = self.batch.queued, time.perf_counter()
         try:
             sequences = self.batch.decode()
@@ -200,20 +219,12 @@ class SlotScheduler:
         for slot in ended:
             self._finish(slot)
 
-    def _queue_prompts(self, reading: list[Slot]) -> list:
-        """Add chunks of the prompts being read (in arrival order), shared: [(slot, part)]."""
-        room = self.batch.room
+    def _prompt_parts(self, reading: list[Slot]) -> list:
+        """The chunks of the prompts being read (in arrival order) this step: [(slot, part)]."""
+        room = self.batch.room - sum(1 for s in self.slots if s.generating)
         wanted = [len(slot.chunk(room)) for slot in reading]
-        fed = []
-        for slot, given in zip(reading, share(wanted, min(room, self.pace.chunk()))):
-            if not given:
-                continue
-            part = slot.chunk(given)
-            done = len(part) == len(slot.pending)
-            slot.logits_at = self.batch.add(slot.seq.seq_id, part.tolist(), len(slot.seq.tokens),
-                                            done)
-            fed.append((slot, part))
-        return fed
+        shares = share(wanted, max(0, min(room, self.pace.chunk())))
+        return [(slot, slot.chunk(given)) for slot, given in zip(reading, shares) if given]
 
     def _finish(self, slot: Slot) -> None:
         gen = slot.generation()

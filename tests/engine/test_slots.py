@@ -109,3 +109,34 @@ def test_a_short_request_behind_a_long_prompt_is_answered_while_that_prompt_is_r
     assert events.index("short done") < events.index("long text")
     assert short.outcome.batch["prompt_passes"] == 1   # its whole prompt in the first pass it shared
     assert short.outcome.batch["most_sequences"] == 2
+
+
+def test_a_turn_joining_running_ones_takes_the_slot_next_to_them(model_path, tmp_path):
+    """With a KV stream per sequence, llama.cpp decodes each run of consecutive sequence
+    ids in a pass of its own: a turn that joins takes the slot next to those running, even
+    when another free slot holds its whole prompt (that one restores from memory instead)."""
+    def open_engine():
+        return Engine.open(Archive.open(tmp_path / "served.db"), model_path, n_ctx=1024,
+                           draft="off", n_seq=3)
+    slots = SlotScheduler(open_engine, parallel=3, capacity=3)
+    slots.start()
+    try:
+        first = [Waiter(q) for q in ("Name a colour.", "Name a fruit.", "Name a tree.")]
+        assert all(slots.submit(w.turn) for w in first)   # one each, slots 0, 1 and 2
+        for w in first:
+            assert w.done.wait(600) and w.error is None, w.error
+        assert [w.outcome.batch["sequence"] for w in first] == [0, 1, 2]
+        running = Waiter("Write a long story about a lighthouse.")
+        running.turn.sampling = GREEDY.with_(max_tokens=200)
+        seen = threading.Event()
+        running.turn.on_text = lambda text: seen.set()
+        assert slots.submit(running.turn) and seen.wait(600)         # it runs on slot 0
+        again = Waiter("Name a tree.")     # what slot 2 holds, resent
+        assert slots.submit(again.turn)
+        for w in (again, running):
+            assert w.done.wait(600) and w.error is None, w.error
+    finally:
+        slots.close()
+    assert running.outcome.batch["sequence"] == 0
+    assert again.outcome.batch["sequence"] == 1
+    assert again.outcome.result.kv_source != "live" and again.outcome.result.computed_tokens < 16
