@@ -4,11 +4,12 @@ import io
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ..chatdb_command import chatdb_argv
 
 REPO = Path(__file__).resolve().parents[2]
 # A chatdb process that runs longer has hung. Generous: on a loaded 2-core
@@ -96,8 +97,7 @@ class Chatdb:
         self.db_path, self.env, self.cwd = db_path, env, REPO
 
     def argv(self, *args, db=True) -> list[str]:
-        argv = [sys.executable, "-m", "cli.main", *map(str, args)]
-        return argv + ["--db", str(self.db_path)] if db else argv
+        return chatdb_argv(*args) + (["--db", str(self.db_path)] if db else [])
 
     def __call__(self, *args, db=True, input=None, env=None) -> Result:
         done = subprocess.run(self.argv(*args, db=db), cwd=self.cwd, env={**self.env, **(env or {})},

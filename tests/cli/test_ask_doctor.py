@@ -44,7 +44,7 @@ def test_ask_continue_and_usage_errors(chatdb):
 
 
 def test_doctor_reports_backends_devices_and_settings(chatdb):
-    doc = chatdb("doctor", "--json").json()
+    doc = chatdb("doctor", "--json", "--draft", "auto").json()   # drafting measures costs
     assert "CPU" in doc["hardware"]["backends"]
     assert any(d["type"] == "cpu" and d["memory_total"] > 0 for d in doc["hardware"]["devices"])
     # Flash attention only with layers on a GPU (ggml-cpu's is slow for small batches).

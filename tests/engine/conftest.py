@@ -3,7 +3,6 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,8 @@ from chatdb.archive import Archive
 from engine.chat import Engine
 from engine.model_path import resolve_model_path
 from engine.sampling import SamplingSettings
+
+from ..chatdb_command import chatdb_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 GREEDY = SamplingSettings(temperature=0, max_tokens=24, seed=1)
@@ -30,6 +31,7 @@ def open_engine(db_path):
     def factory(path=None, **kw):
         archive = Archive.open(path or db_path)
         kw.setdefault("sampling", GREEDY)
+        kw.setdefault("draft", "off")  # as chatdb_command's: only where a test drafts
         engine = Engine.open(archive, **kw)
         opened.append((archive, engine))
         return archive, engine
@@ -43,7 +45,7 @@ def open_engine(db_path):
 def run_chatdb(*args, db, check=True, input=None, timeout=300):
     """Run the real `chatdb` command in a new process; parsed JSON if --json."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "--db", str(db), *args],
+    proc = subprocess.run(chatdb_argv("--db", db, *args),
                           capture_output=True, text=True, env=env, cwd=ROOT, input=input,
                           timeout=timeout)
     if check and proc.returncode != 0:

@@ -67,12 +67,12 @@ def counting_calibrations(monkeypatch):
 
 def test_measured_once_stored_and_reused(open_engine, monkeypatch):
     calls = counting_calibrations(monkeypatch)
-    archive, first = open_engine()
+    archive, first = open_engine(draft="auto")
     assert calls == [1] and first.tuning.cost_source == "measured"
     key = (first.tuning.key, first.tuning.machine, first.model.config.n_threads)
     stored = archive.costs.get(*key)
     assert stored is not None and CostModel.from_json(stored[0]).bins
-    _, second = open_engine()
+    _, second = open_engine(draft="auto")
     assert calls == [1], "a second engine on the same archive measured again"
     if second.model.config.n_threads == key[2]:
         assert second.tuning.cost_source == "archive"
@@ -86,7 +86,7 @@ def test_no_measurement_without_drafting(open_engine, monkeypatch):
 
 
 def test_refined_from_real_turns(open_engine):
-    archive, engine = open_engine()
+    archive, engine = open_engine(draft="auto")
     threads = engine.model.config.n_threads
     before = sum(n for n, _, _ in engine.tuning.costs().bins.values())
     conv = archive.create_conversation("t")

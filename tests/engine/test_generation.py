@@ -4,7 +4,6 @@ import codecs
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from engine.errors import PromptTooLong
 from engine.generate import generate
 from engine.sampling import SamplingSettings
 
+from ..chatdb_command import chatdb_argv
 from .conftest import ROOT
 
 
@@ -105,8 +105,8 @@ def test_kill_9_during_generation_keeps_archive_consistent(tmp_path):
     db = tmp_path / "k.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "--db", str(db), "ask", "--temperature", "0",
-         "--max-tokens", "2000", "Write a very long essay about the history of ships."],
+        chatdb_argv("--db", db, "ask", "--temperature", "0", "--max-tokens", "2000",
+                    "Write a very long essay about the history of ships."),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
     got = b""
     deadline = time.time() + 120
