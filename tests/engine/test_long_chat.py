@@ -6,14 +6,14 @@ from chatdb.archive import Archive
 
 from .conftest import GREEDY, run_chatdb
 
-CTX = ("--ctx", "1024")
+CTX = ("--ctx", "512")   # the smallest context chatdb runs: the fewest tokens to read
 ASK = ("--temperature", "0", "--seed", "1", "--max-tokens", "16", *CTX)
 TEXT = ("The keepers of the northern lighthouse wrote down every ship, storm and tide "
         "in a log that is now kept in the town library. ")
 
 
-def _long_chat(db, turns: int = 24) -> int:
-    """A conversation of about twice a 1,024-token context, no KV stored."""
+def _long_chat(db, turns: int = 12) -> int:
+    """A conversation of about twice a 512-token context, no KV stored."""
     with Archive.open(db) as archive:
         conv = archive.create_conversation("long", system_prompt="You are brief.")
         for i in range(turns):
@@ -24,7 +24,7 @@ def _long_chat(db, turns: int = 24) -> int:
 
 def test_in_one_process_each_turn_computes_only_its_new_messages(open_engine, db_path):
     conv = _long_chat(db_path)
-    archive, engine = open_engine(n_ctx=1024, sampling=GREEDY)
+    archive, engine = open_engine(n_ctx=512, sampling=GREEDY)
     first = engine.reply(conv, "Which note came last?")
     assert first.left_out_messages > 0
     second = engine.reply(conv, "And the one before?")
