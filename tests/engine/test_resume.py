@@ -25,7 +25,32 @@ def stored_tokens_through(db, message_id) -> int:
         ).fetchone()[0]
 
 
-def test_resume_in_new_process_equals_uninterrupted(tmp_path, open_engine):
+@pytest.fixture(scope="module")
+def first_turn(tmp_path_factory):
+    """(an archive after one answered turn, its `ask --json` document), made once for the
+    module and only read: each test works on its own copy (copy_of)."""
+    db = tmp_path_factory.mktemp("first-turn") / "a.db"
+    first, _ = run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
+    return db, first
+
+
+@pytest.fixture(scope="module")
+def recomputed_second(first_turn, tmp_path_factory):
+    """The answer to SECOND after the first turn with no KV restored (on a copy): what every
+    fallback from stored KV must still answer."""
+    db = tmp_path_factory.mktemp("recomputed") / "a.db"
+    shutil.copy(first_turn[0], db)
+    result, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=db)
+    return result["text"]
+
+
+def copy_of(first_turn, to):
+    """A copy of the first-turn archive of this test's own."""
+    shutil.copy(first_turn[0], to)
+    return to
+
+
+def test_resume_in_new_process_equals_uninterrupted(tmp_path, open_engine, first_turn):
     # Uninterrupted: both turns in one process.
     archive, engine = open_engine(tmp_path / "one.db")
     conv = archive.create_conversation("x")
@@ -33,8 +58,7 @@ def test_resume_in_new_process_equals_uninterrupted(tmp_path, open_engine):
     expected = engine.reply(conv.id, SECOND)
 
     # Interrupted: one process per turn, the second resumes from the archive.
-    db = tmp_path / "two.db"
-    first, _ = run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
+    db, first = copy_of(first_turn, tmp_path / "two.db"), first_turn[1]
     second, _ = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
     assert second["conversation_id"] == first["conversation_id"]
     assert second["text"] == expected.text
@@ -51,8 +75,9 @@ def test_resume_in_new_process_equals_uninterrupted(tmp_path, open_engine):
     assert np.array_equal(tokens, archive.tokens.get(expected.message_id, engine.tokenizer))
 
 
-def test_fork_from_old_message_restores_shared_prefix(tmp_path, db_path):
-    first, _ = run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db_path)
+def test_fork_from_old_message_restores_shared_prefix(db_path, first_turn):
+    copy_of(first_turn, db_path)
+    first = first_turn[1]
     run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db_path)
     fork, _ = run_chatdb("ask", "--json", "--fork-from", str(first["message_id"]), *GREEDY_ARGS,
                          "And one more?", db=db_path)
@@ -94,32 +119,23 @@ def test_ten_forks_store_the_shared_prefix_once(open_engine):
     assert after.raw_bytes - before.raw_bytes == distinct_tokens * engine.layout.bytes_per_token
 
 
-def _first_turn_and_a_clean_copy(tmp_path):
-    """An archive after one answered turn, and an untouched copy of it (the baseline)."""
-    db = tmp_path / "a.db"
-    run_chatdb("ask", "--json", *GREEDY_ARGS, FIRST, db=db)
-    clean = tmp_path / "clean.db"
-    shutil.copy(db, clean)
-    return db, clean
-
-
-def test_corrupt_segment_is_reported_and_recomputed(tmp_path):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_corrupt_segment_is_reported_and_recomputed(tmp_path, first_turn, recomputed_second):
+    db = copy_of(first_turn, tmp_path / "a.db")
     with Archive.open(db) as archive:
         archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
                              "WHERE message_id = (SELECT min(message_id) FROM kv_segments)")
     damaged, proc = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
     assert "damaged" in proc.stderr and proc.stderr.count("\n") == 1
     assert damaged["kv"]["restored_tokens"] == 0
-    baseline, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=clean)
-    assert damaged["text"] == baseline["text"]
+    assert damaged["text"] == recomputed_second
     # The recomputed rows replaced the damaged ones: the next turn restores again.
     third, _ = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, "Thanks!", db=db)
     assert third["kv"]["source"] == "archive"
 
 
-def test_a_segment_of_the_wrong_kind_is_never_handed_to_llama_cpp(tmp_path):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_a_segment_of_the_wrong_kind_is_never_handed_to_llama_cpp(tmp_path, first_turn,
+                                                                  recomputed_second):
+    db = copy_of(first_turn, tmp_path / "a.db")
     with Archive.open(db) as archive:  # the answer's rows, labelled a whole-state snapshot
         archive.conn.execute("UPDATE kv_segments SET kind = 'snapshot' "
                              "WHERE message_id = (SELECT max(message_id) FROM kv_segments)")
@@ -127,19 +143,17 @@ def test_a_segment_of_the_wrong_kind_is_never_handed_to_llama_cpp(tmp_path):
     # A rows engine offers only rows: the mislabelled segment is never read,
     # so llama.cpp prints nothing, and what it held is recomputed.
     assert proc.stderr == ""
-    baseline, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=clean)
-    assert result["text"] == baseline["text"]
+    assert result["text"] == recomputed_second
 
 
-def test_other_fingerprint_is_not_restored(tmp_path):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_other_fingerprint_is_not_restored(tmp_path, first_turn, recomputed_second):
+    db = copy_of(first_turn, tmp_path / "a.db")
     with Archive.open(db) as archive:
         archive.conn.execute("UPDATE kv_segments SET fingerprint = 'another-model'")
     result, proc = run_chatdb("ask", "--json", "-c", *GREEDY_ARGS, SECOND, db=db)
     assert "another model" in proc.stderr
     assert result["kv"]["restored_tokens"] == 0
-    baseline, _ = run_chatdb("ask", "--json", "-c", "--no-kv", *GREEDY_ARGS, SECOND, db=clean)
-    assert result["text"] == baseline["text"]
+    assert result["text"] == recomputed_second
 
 
 def test_no_kv_neither_reads_nor_writes(tmp_path):
@@ -192,8 +206,8 @@ def test_snapshot_mode_resumes_from_whole_states(tmp_path, open_engine):
     assert again.text == expected.text
 
 
-def test_prepare_restores_ahead_and_answers_the_same(tmp_path, open_engine):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_prepare_restores_ahead_and_answers_the_same(tmp_path, open_engine, first_turn):
+    db, clean = copy_of(first_turn, tmp_path / "a.db"), copy_of(first_turn, tmp_path / "clean.db")
     archive, engine = open_engine(db)
     conv_id = archive.list_conversations()[0].id
     engine.prepare(conv_id)
@@ -210,8 +224,9 @@ def test_prepare_restores_ahead_and_answers_the_same(tmp_path, open_engine):
     assert ahead.text == plain.text
 
 
-def test_prepare_with_a_damaged_segment_warns_on_the_turn(tmp_path, open_engine):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_prepare_with_a_damaged_segment_warns_on_the_turn(tmp_path, open_engine,
+                                                          first_turn, recomputed_second):
+    db = copy_of(first_turn, tmp_path / "a.db")
     with Archive.open(db) as archive:
         archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
                              "WHERE message_id = (SELECT min(message_id) FROM kv_segments)")
@@ -222,12 +237,12 @@ def test_prepare_with_a_damaged_segment_warns_on_the_turn(tmp_path, open_engine)
     result = engine.reply(conv_id, SECOND)
     assert len(warned) == 1 and "damaged" in warned[0]
     assert result.restored_tokens == 0 and not result.restored_ahead
-    _, fresh = open_engine(clean, use_kv=False)
-    assert result.text == fresh.reply(conv_id, SECOND).text
+    assert result.text == recomputed_second
 
 
-def test_segments_read_while_the_model_loads_are_used_once(tmp_path, open_engine):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_segments_read_while_the_model_loads_are_used_once(tmp_path, open_engine,
+                                                           first_turn, recomputed_second):
+    db = copy_of(first_turn, tmp_path / "a.db")
     with Archive.open(db) as archive:
         head = archive.latest_conversation().head_id
     archive, engine = open_engine(db, resume=head)
@@ -235,12 +250,12 @@ def test_segments_read_while_the_model_loads_are_used_once(tmp_path, open_engine
     conv_id = archive.latest_conversation().id
     result = engine.reply(conv_id, SECOND)
     assert result.kv_source == "archive" and not engine.cache.early
-    _, fresh = open_engine(clean, use_kv=False)
-    assert result.text == fresh.reply(conv_id, SECOND).text
+    assert result.text == recomputed_second
 
 
-def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_engine):
-    db, clean = _first_turn_and_a_clean_copy(tmp_path)
+def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_engine,
+                                                                 first_turn, recomputed_second):
+    db = copy_of(first_turn, tmp_path / "a.db")
     with Archive.open(db) as archive:
         archive.conn.execute("UPDATE kv_segments SET data = substr(data, 1, length(data) / 2) "
                              "WHERE message_id = (SELECT max(message_id) FROM kv_segments)")
@@ -249,13 +264,13 @@ def test_a_damaged_segment_read_early_is_reported_and_recomputed(tmp_path, open_
     archive, engine = open_engine(db, warn=warned.append, resume=head)
     result = engine.reply(archive.latest_conversation().id, SECOND)
     assert len(warned) == 1 and "damaged" in warned[0] and result.restored_tokens == 0
-    _, fresh = open_engine(clean, use_kv=False)
-    assert result.text == fresh.reply(archive.latest_conversation().id, SECOND).text
+    assert result.text == recomputed_second
 
 
 @pytest.mark.timeout(600)  # a close that waited forever on the restore would hang here
-def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, open_engine):
-    db, _ = _first_turn_and_a_clean_copy(tmp_path)
+def test_switching_again_before_a_restore_ends_answers_the_last_one(tmp_path, open_engine,
+                                                                    first_turn):
+    db = copy_of(first_turn, tmp_path / "a.db")
     before = set(threading.enumerate())
     archive, engine = open_engine(db)
     first = archive.latest_conversation()
