@@ -45,6 +45,15 @@ def fingerprints(db) -> set:
         return {fp for (fp,) in archive.conn.execute("SELECT DISTINCT fingerprint FROM kv_segments")}
 
 
+@pytest.fixture(scope="module")
+def asked_long(tmp_path_factory, gemma_path):
+    """(an archive after `ask LONG` with Gemma, that command's JSON), made once for the module
+    and only read: each test copies it."""
+    db = tmp_path_factory.mktemp("asked-long") / "a.db"
+    first, _ = run_chatdb("ask", "--json", "--model", str(gemma_path), *GREEDY_ARGS, LONG, db=db)
+    return db, first
+
+
 @pytest.fixture
 def gemma_engine(open_engine, gemma_path):
     def factory(db=None, **kw):
@@ -81,15 +90,15 @@ def test_gemma_stores_rows_and_a_window_and_restores_the_live_state(gemma_engine
         assert restored_from_archive(engine, archive, message_id) == state
 
 
-def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_path):
+def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_path, asked_long):
     model = ("--model", str(gemma_path))
     archive, engine = gemma_engine(tmp_path / "one.db")
     conv = archive.create_conversation("x")
     engine.reply(conv.id, LONG)
     expected = engine.reply(conv.id, SECOND)
 
-    db = tmp_path / "two.db"
-    first, _ = run_chatdb("ask", "--json", *model, *GREEDY_ARGS, LONG, db=db)
+    db, first = tmp_path / "two.db", asked_long[1]
+    shutil.copy(asked_long[0], db)
     second, _ = run_chatdb("ask", "--json", "-c", *model, *GREEDY_ARGS, SECOND, db=db)
     assert second["text"] == expected.text
     assert second["kv"]["source"] == "archive"
@@ -109,12 +118,12 @@ def test_gemma_resume_and_forks_in_new_processes(tmp_path, gemma_engine, gemma_p
     assert retry["kv"]["restored_tokens"] == 0
 
 
-def test_segments_are_read_while_the_model_loads(tmp_path, gemma_engine, gemma_path):
+def test_segments_are_read_while_the_model_loads(tmp_path, gemma_engine, asked_long):
     """`ask -c`'s head start: the rows (with their windows) are decompressed while the
     model loads, under the fingerprint of the model's KV mode."""
-    db = tmp_path / "a.db"
-    first, _ = run_chatdb("ask", "--json", "--model", str(gemma_path), *GREEDY_ARGS, LONG, db=db)
-    shutil.copy(db, tmp_path / "b.db")
+    db, first = tmp_path / "a.db", asked_long[1]
+    shutil.copy(asked_long[0], db)
+    shutil.copy(asked_long[0], tmp_path / "b.db")
     archive, engine = gemma_engine(db, resume=first["message_id"])
     assert len(engine.cache.early) == 2   # the long question and its answer
     conv_id = archive.latest_conversation().id
@@ -144,8 +153,9 @@ def test_switching_models_in_one_conversation(tmp_path, gemma_path, model_path):
 
 
 def test_draft_model_with_another_vocabulary_is_refused(tmp_path, gemma_path, model_path):
-    _, proc = run_chatdb("ask", "--model", str(gemma_path), "--draft-model", str(model_path),
-                         "--max-tokens", "4", "Hi", db=tmp_path / "a.db", check=False)
+    _, proc = run_chatdb("ask", "--model", str(gemma_path), "--draft", "auto", "--draft-model",
+                         str(model_path), "--max-tokens", "4", "Hi", db=tmp_path / "a.db",
+                         check=False)
     assert_refused(proc, "vocabulary")
 
 
