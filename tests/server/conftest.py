@@ -6,13 +6,14 @@ import queue
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from ..chatdb_command import chatdb_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"serving .* on (http://[^ ]+/v1)")
@@ -25,8 +26,7 @@ class Server:
         self.db = db
         inherited = {k: v for k, v in os.environ.items() if k != "CHATDB_API_KEY"}
         self.env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
-        argv = [sys.executable, "-m", "cli.main", "serve", "--db", str(db), "--port", "0",
-                "--ctx", "4096", *map(str, args)]
+        argv = chatdb_argv("serve", "--db", db, "--port", "0", "--ctx", "4096", *args)
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: "queue.Queue[str | None]" = queue.Queue()
@@ -95,7 +95,7 @@ def start_server(db_path):
 def chatdb_json(db: Path, *args):
     """The JSON a `chatdb ... --json` command prints for the archive."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "cli.main", *map(str, args), "--db", str(db), "--json"],
+    done = subprocess.run(chatdb_argv(*args, "--db", db, "--json"),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
