@@ -17,13 +17,14 @@ import pytest
 
 from chatdb.archive import Archive
 
+from ..chatdb_command import chatdb_argv
 from .conftest import PROCESS_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Become a session leader with the pty as controlling terminal, then run chatdb.
+# Become a session leader with the pty as controlling terminal, then run chatdb (argv after -c).
 LAUNCH = ("import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-          "os.execv(sys.executable, [sys.executable, '-m', 'cli.main', *sys.argv[1:]])")
+          "os.execv(sys.argv[1], sys.argv[1:])")
 PROMPT = "› "
 ANSWER_COLOUR = "\x1b[36m"
 
@@ -31,7 +32,7 @@ ANSWER_COLOUR = "\x1b[36m"
 class Terminal:
     def __init__(self, args, env):
         self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *map(str, args)], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-c", LAUNCH, *chatdb_argv(*args)], cwd=REPO,
                                      env=env, stdin=slave, stdout=slave, stderr=slave)
         os.close(slave)
         self.screen = ""
