@@ -13,7 +13,9 @@ from engine.sampling import Sampler, SamplingSettings
 @pytest.fixture(params=[True, False], ids=["flash-attn", "v-transposed"])
 def model(request, model_path):
     """The default model with flash attention (V as rows) and without (V transposed)."""
-    config = ContextConfig(n_ctx=512, n_batch=512, n_threads=2, flash_attn=request.param)
+    # One thread: two wait for each other at every layer, and stall whenever
+    # another process (another test) holds one of the cores.
+    config = ContextConfig(n_ctx=512, n_batch=512, n_threads=1, flash_attn=request.param)
     m = Model(str(model_path), config)
     yield m
     m.close()

@@ -17,7 +17,9 @@ GREEDY = SamplingSettings(temperature=0)
 
 @pytest.fixture
 def two_sequences(model_path, db_path):
-    model = Model(str(model_path), ContextConfig(n_ctx=2048, n_batch=512, n_threads=2,
+    # One thread: two wait for each other at every layer, and stall whenever
+    # another process (another test) holds one of the cores.
+    model = Model(str(model_path), ContextConfig(n_ctx=2048, n_batch=512, n_threads=1,
                                                  flash_attn=False, n_seq_max=2))
     archive = Archive.open(db_path)
     layout, mode = check_layout(model, lambda message: None)

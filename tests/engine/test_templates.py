@@ -11,7 +11,9 @@ from engine.template import CHATML, ChatTemplate
 
 @pytest.fixture(scope="module")
 def gemma(gemma_path):
-    m = Model(str(gemma_path), ContextConfig(n_ctx=512, n_batch=512, n_threads=2, flash_attn=False))
+    # One thread: two wait for each other at every layer, and stall whenever
+    # another process (another test) holds one of the cores.
+    m = Model(str(gemma_path), ContextConfig(n_ctx=512, n_batch=512, n_threads=1, flash_attn=False))
     yield m
     m.close()
 
