@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..chatdb_command import chatdb_argv
+from ..chatdb_command import DRAFT, chatdb_argv
 
 REPO = Path(__file__).resolve().parents[2]
 # A chatdb process that runs longer has hung. Generous: on a loaded 2-core
@@ -30,7 +30,7 @@ class SharedModel:
 
         self.sampling = sampling
         self.archive = Archive.open(db_path)
-        self.options = EngineOptions(model=None, n_ctx=2048, use_kv=True)
+        self.options = EngineOptions(model=None, n_ctx=2048, use_kv=True, draft=DRAFT)
         self.engine, _ = load_engine(self._renderer(), self.archive, self.options, sampling)
 
     def session(self):

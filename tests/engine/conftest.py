@@ -12,7 +12,7 @@ from engine.chat import Engine
 from engine.model_path import resolve_model_path
 from engine.sampling import SamplingSettings
 
-from ..chatdb_command import chatdb_argv
+from ..chatdb_command import DRAFT, chatdb_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 GREEDY = SamplingSettings(temperature=0, max_tokens=24, seed=1)
@@ -31,7 +31,7 @@ def open_engine(db_path):
     def factory(path=None, **kw):
         archive = Archive.open(path or db_path)
         kw.setdefault("sampling", GREEDY)
-        kw.setdefault("draft", "off")  # as chatdb_command's: only where a test drafts
+        kw.setdefault("draft", DRAFT)
         engine = Engine.open(archive, **kw)
         opened.append((archive, engine))
         return archive, engine
