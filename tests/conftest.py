@@ -7,6 +7,7 @@ world-readable, and the tests that check modes would see it.
 
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -16,6 +17,12 @@ from chatdb.archive import Archive
 
 
 os.umask(0o000)
+
+# Ctrl-C as at a terminal, for the suite and the processes it starts: a suite started in
+# the background by a script (`pytest ... &`) inherits SIGINT ignored, and so would every
+# chatdb it starts, and the tests that send one SIGINT would see it ignored.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
