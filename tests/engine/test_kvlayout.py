@@ -135,7 +135,8 @@ def test_a_segment_split_at_a_token_is_placed_as_two_segments(model):
 
 
 def test_a_sliding_window_segment_splits_before_and_inside_its_window(gemma_path):
-    m = Model(str(gemma_path), ContextConfig(n_ctx=1024, n_batch=1024, n_threads=2, flash_attn=False))
+    m = Model(str(gemma_path), ContextConfig(n_ctx=1024, n_batch=1024, n_threads=1,   # as model's
+                                             flash_attn=False))
     try:
         tokens = m.tokenize(" ".join(f"Item {i} is a box." for i in range(110)))[:600]
         decoder = Decoder(m)
