@@ -5,11 +5,12 @@ import sys
 from pathlib import Path
 
 import gguf
+import numpy as np
 
 
-def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors) -> Path:
-    """Write `out` (atomically): keys(writer) adds the model's keys, tensors(n_vocab)
-    yields (name, array); returns `out`."""
+def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors, seed: int = 0) -> Path:
+    """Write `out` (atomically): keys(writer) adds the model's keys, tensors(rng, n_vocab)
+    yields (name, array) drawn from a generator seeded with `seed`; returns `out`."""
     source = gguf.GGUFReader(tokenizer)
     n_vocab = len(source.fields["tokenizer.ggml.tokens"].data)
     tmp = out.with_suffix(".tmp")
@@ -18,7 +19,7 @@ def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors) -> Pa
     w.add_vocab_size(n_vocab)
     keys(w)
     _copy_tokenizer(source, w)
-    for tensor, array in tensors(n_vocab):
+    for tensor, array in tensors(np.random.default_rng(seed), n_vocab):
         w.add_tensor(tensor, array)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -26,6 +27,14 @@ def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors) -> Pa
     w.close()
     tmp.replace(out)
     return out
+
+
+def weights(rng):
+    """weight(*shape, dtype): random values scaled by the input size (numpy shapes are
+    reversed GGUF shapes), so activations stay of order one through the layers."""
+    def weight(*shape, dtype=np.float32):
+        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(dtype)
+    return weight
 
 
 def main(write_model) -> None:

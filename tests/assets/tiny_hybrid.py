@@ -26,8 +26,7 @@ CONTEXT = 8192
 
 def write(out: Path, tokenizer: Path, seed: int = 0) -> Path:
     """Write the model to `out` (atomically); returns it."""
-    return gguf_fixture.write(out, tokenizer, ARCH, "chatdb tiny hybrid (random weights)", _keys,
-                              lambda n_vocab: _tensors(np.random.default_rng(seed), n_vocab))
+    return gguf_fixture.write(out, tokenizer, ARCH, "chatdb tiny hybrid (random weights)", _keys, _tensors, seed)
 
 
 def _keys(w: gguf.GGUFWriter) -> None:
@@ -45,8 +44,7 @@ def _keys(w: gguf.GGUFWriter) -> None:
 
 def _tensors(rng, n_vocab: int):
     """(name, array) of every tensor; numpy shapes are reversed GGUF shapes."""
-    def weight(*shape, dtype=np.float32):
-        return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(dtype)
+    weight = gguf_fixture.weights(rng)
 
     def ones(n):
         return np.ones(n, np.float32)
