@@ -8,18 +8,12 @@ weights mean. Answers are compared with answers computed another way.
 
 import pytest
 
-from chatdb.archive import Archive
 from engine import recurrent_layout
 
+from .checkpoint_chats import (ARGS, assert_fork_restores_the_first_stretch, live_states,
+                               past_a_stretch, segments)
 from .conftest import assert_refused, restored_from_archive, run_chatdb
 from .test_gemma import path_tokens
-
-ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "24", "--ctx", "4096")  # as GREEDY
-# About 1,900 tokens: the answer to it ends in the first 2,048-token stretch of the path,
-# the next answers in the second (the writer keeps the deepest checkpoint of each).
-LONG = " ".join(f"Item {i} is a {('red', 'green', 'blue', 'small', 'large')[i % 5]} box."
-                for i in range(200))
-
 
 @pytest.fixture
 def hybrid_engine(open_engine, hybrid_path):
@@ -28,21 +22,10 @@ def hybrid_engine(open_engine, hybrid_path):
     return factory
 
 
-def segments(db):
-    with Archive.open(db) as archive:
-        return [tuple(r) for r in archive.conn.execute(
-            "SELECT message_id, kind, n_tokens, raw_size FROM kv_segments ORDER BY message_id, kind")]
-
-
 def test_rows_and_one_checkpoint_per_chain_restore_the_live_state(hybrid_engine, db_path):
     archive, engine = hybrid_engine()
     assert engine.kv_mode == "rows+checkpoint" and engine.draft_mode == "off"
-    conv = archive.create_conversation("h")
-    live = []
-    for text in ("Hello there.", "Tell me more.", "And then?", "Why?"):
-        result = engine.reply(conv.id, text)
-        live.append((result.message_id, bytes(engine.model.get_state())))
-    engine.flush()
+    live = live_states(engine, archive.create_conversation("h").id)
     rows = segments(db_path)
     per_token = engine.layout.row_bytes_per_token
     # Every message's attention rows, and only the head's recurrent state: the
@@ -76,28 +59,14 @@ def test_resume_in_a_new_process_equals_recompute(tmp_path, hybrid_engine, hybri
 
 
 def test_a_fork_restores_from_the_nearest_checkpoint(tmp_path, hybrid_engine, hybrid_path):
-    model = ("--model", str(hybrid_path))
     db = tmp_path / "a.db"
-    one, _ = run_chatdb("ask", "--json", *model, *ARGS, LONG, db=db)
-    two, _ = run_chatdb("ask", "--json", "-c", *model, *ARGS, "Which item is blue? " * 20, db=db)
-    three, _ = run_chatdb("ask", "--json", "-c", *model, *ARGS, "And which is red?", db=db)
-    ends = [path_tokens(db, m["message_id"]) for m in (one, two, three)]
-    assert ends[0] < 2048 <= ends[1]
+    one, two, three, ends = past_a_stretch(db, hybrid_path)
     kept = [r[0] for r in segments(db) if r[1] == "snapshot"]
     # The deepest checkpoint of the first stretch and the head's; every message's rows.
     assert kept == [one["message_id"], three["message_id"]]
     assert len([r for r in segments(db) if r[1] == "rows"]) == 6
-
-    fork, _ = run_chatdb("ask", "--json", "--fork-from", str(two["message_id"]), *model, *ARGS,
-                         "Count them.", db=db)
-    assert fork["kv"]["source"] == "archive"
-    assert fork["kv"]["restored_tokens"] == ends[0]   # the rest is computed
-    # What was computed from the checkpoint is what reading it all from scratch gives.
-    archive, engine = hybrid_engine(tmp_path / "b.db", use_kv=False)
-    conv = archive.create_conversation("again")
-    for text, expected in ((LONG, one), ("Which item is blue? " * 20, two)):
-        assert engine.reply(conv.id, text).text == expected["text"]
-    assert engine.reply(conv.id, "Count them.").text == fork["text"]
+    assert_fork_restores_the_first_stretch(db, hybrid_path, one, two, ends,
+                                           hybrid_engine(tmp_path / "b.db", use_kv=False))
 
 
 def test_drafting_is_off_and_refused_when_asked_for(tmp_path, hybrid_path):
