@@ -10,9 +10,13 @@ one whose fixed part is at most FIXED_SHARE of the step, from a line
 fitted to this scheduler's own steps (tokens, seconds); the machine, the
 threads and the load it runs under are in the fit, no constant is.
 
-The step's prompt tokens are shared out (`share`) so that a request that
-joins behind a long prompt is not held until that one is read, and of
-several that arrive together the first comes first.
+The step's prompt tokens are shared out in equal parts (`share`): a request
+that joins behind a long prompt is not held until that one is read, and of
+several that arrive together none waits for the others to be read first
+(prefill costs the same per token in any order here, so putting one prompt
+ahead only puts the others behind it). Equal parts also suit llama.cpp with
+a KV stream per sequence: it takes, per pass, a run of consecutive sequences
+with the same number of tokens each, so unequal chunks cost extra passes.
 """
 
 import math
@@ -58,16 +62,18 @@ class PrefillPace:
 
 
 def share(wanted: "list[int]", budget: int) -> "list[int]":
-    """Split `budget` tokens among slots wanting `wanted` each (in arrival order).
-
-    Half the budget is an equal part each, so every prompt moves on; the rest
-    goes to the least left first (ties: the earlier), which gets first
-    tokens out soonest on average: a short prompt is not held behind a long one,
-    and of equal ones the first comes first rather than all at the end.
-    """
-    given = [min(w, budget // (2 * len(wanted))) for w in wanted] if wanted else []
-    budget -= sum(given)
-    for i in sorted(range(len(wanted)), key=lambda i: wanted[i]):
-        extra = min(budget, wanted[i] - given[i])
-        given[i], budget = given[i] + extra, budget - extra
+    """Split `budget` tokens among slots wanting `wanted` each (in arrival order): equal
+    parts, a part no bigger than what a slot wants, what that leaves to the others
+    (water-filling); a remainder too small to split goes to the earlier arrivals."""
+    given = [0] * len(wanted)
+    unmet = [i for i, w in enumerate(wanted) if w > 0]
+    while budget and unmet:
+        part = max(1, budget // len(unmet))
+        for i in list(unmet):
+            extra = min(part, wanted[i] - given[i], budget)
+            given[i], budget = given[i] + extra, budget - extra
+            if given[i] == wanted[i]:
+                unmet.remove(i)
+            if not budget:
+                break
     return given

@@ -4,7 +4,7 @@ Each slot (slot.py) is one sequence of the shared llama.cpp context, with
 its own KVCache (restored from the live prefix, memory or the archive, as
 in the console) and the turn it answers. A step decodes, in one
 llama_decode, one token of every slot that is generating plus chunks of
-the prompts of slots still reading theirs (the least left first, each moving on),
+the prompts of slots still reading theirs (in equal parts),
 sized so a step stays short (prefill_pace.py: a request arriving meanwhile
 joins at the next step, and the answers being generated keep their pace);
 then every generating slot samples

@@ -34,10 +34,12 @@ def test_steps_of_one_size_keep_the_last_chunk():
     assert pace.fit() is None and pace.chunk() == fitted
 
 
-def test_share_serves_the_least_left_first_and_moves_every_prompt_on():
-    assert share([500, 10, 500], 100) == [74, 10, 16]   # 16 each, then the least left first
+def test_share_gives_equal_parts_and_what_one_does_not_need_to_the_others():
+    assert share([500, 10, 500], 100) == [45, 10, 45]   # 33 each, then 10's leftover split
     assert share([3, 4], 100) == [3, 4]
-    assert share([13, 13, 13, 13], 26) == [13, 7, 3, 3]  # equal ones: the earlier first
-    assert sum(share([7, 7, 7], 10)) == 10
+    assert share([13, 13, 13, 13], 26) == [7, 7, 6, 6]  # the remainder: the earlier first
+    assert share([7, 7, 7], 10) == [4, 3, 3]
+    assert share([2, 9, 1, 9], 12) == [2, 5, 1, 4]   # 3 each; 2 and 1 leave 3 to split
     assert share([], 10) == []
     assert share([5, 0], 10) == [5, 0]
+    assert share([4, 4], 0) == [0, 0]
