@@ -10,7 +10,8 @@ aggregate tokens/s is what a server can at best reach with N clients.
 
 Threads are chatdb's own choice (engine/threads.py: the cores other
 processes leave free), read over an idle pause just before each run, as
-chatdb serve reads them before each turn; `--threads N` fixes them.
+chatdb serve reads them before each batch; `--threads N` fixes them, and
+bench/serve.py gives it the threads chatdb serve itself chose.
 
     python bench/bare_batch.py [--tokens 128] [--seqs 1,2,4,8] [--threads N]
 """
@@ -50,14 +51,15 @@ class BareBatch:
         self.model = Model(model_path, ContextConfig(**{**chosen.__dict__, "n_seq_max": n_seqs}))
         self.n_seqs = n_seqs
 
-    def threads(self) -> "tuple[int, int]":
-        """chatdb's thread choice now: read over an idle pause, then set on the context."""
+    def threads(self, chosen: "tuple[int, int] | None" = None) -> "tuple[int, int]":
+        """Set (decode, batch) threads after an idle pause: `chosen`, else chatdb's choice
+        read over that pause."""
         self.tuner.turn_ended()
         time.sleep(IDLE_S)
         self.tuner.recheck()
-        choice = self.tuner.choice
-        self.model.set_threads(choice.decode, choice.batch)
-        return choice.decode, choice.batch
+        decode, batch = chosen or (self.tuner.choice.decode, self.tuner.choice.batch)
+        self.model.set_threads(decode, batch)
+        return decode, batch
 
     def prompt(self, text: str) -> list[int]:
         rendered = self.model.template.render([{"role": "user", "content": text}], True)

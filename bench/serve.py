@@ -2,9 +2,10 @@
 
 1. Aggregate decode tokens/s with 1, 2, 4, 8 concurrent clients (--tokens
    each): chatdb serve; the same requests sent to it one at a time; the bare
-   batched loop on llama.cpp's low-level API in chatdb's own context and
-   threads (bench/bare_batch.py: the limit); llama-cpp-python's server and
-   llama.cpp's llama-server under the same load.
+   batched loop on llama.cpp's low-level API in chatdb's own context, on
+   the threads chatdb chose for that batch (bench/bare_batch.py: the
+   limit); llama-cpp-python's server and llama.cpp's llama-server under
+   the same load. N concurrent clients send their requests at once.
 2. Time to first token for a --history-token conversation resent after a
    restart: chatdb against llama-cpp-python's server as it starts and with
    its disk cache (bench/serve_history.py).
@@ -12,9 +13,10 @@
 4. Time to first token under 4 concurrent clients: p50, p95, and each
    client's against the same request alone.
 
-Every configuration runs interleaved with its baseline, --repeat times, and
-the tables give medians and ratios; the load average is printed, since
-other work on the machine moves every figure.
+Every configuration runs interleaved with its baseline, --repeat times; the
+tables give medians, and ratios as the median of each repeat's own ratio.
+The load average is printed, since other work on the machine moves every
+figure.
 
 llama-cpp-python's server needs packages chatdb does not; install them apart:
     .venv/bin/pip install --target /tmp/lcp-deps \\
@@ -45,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bare_batch import PROMPTS, BareBatch  # noqa: E402
-from serve_clients import (chatdb_server, concurrent, lcp_server, llama_server,  # noqa: E402
-                           one_at_a_time, serial_rate, settle, together_rate)
+from serve_clients import (chatdb_server, chatdb_threads, concurrent, lcp_server,  # noqa: E402
+                           llama_server, one_at_a_time, serial_rate, settle, together_rate)
 from serve_history import disk_for_shared_prefix, resume_after_restart  # noqa: E402
 
 from engine.model_path import resolve_model_path  # noqa: E402
@@ -65,7 +67,7 @@ def requests(n: int, tag: str) -> list:
 def throughput(args, work: Path, model: str, tuner: ThreadTuner) -> None:
     counts = [int(c) for c in args.clients.split(",")]
     print(f"\n1. aggregate decode tokens/s, {args.tokens} tokens per client"
-          f" (median of {args.repeat})")
+          f" (median of {args.repeat}; ratios: median of each repeat's own)")
     servers = {"chatdb": chatdb_server(work / "throughput.db", work, max(counts), args.threads)}
     if args.lcp_deps:
         servers["lcp"] = lcp_server(model, work, args.lcp_deps, _threads(tuner))
@@ -78,19 +80,21 @@ def throughput(args, work: Path, model: str, tuner: ThreadTuner) -> None:
     bare = {n: BareBatch(model, n, tuner) for n in counts}
     rates = {n: {k: [] for k in ["bare", "serial", *servers]} for n in counts}
     threads = {n: [] for n in counts}
+    chatdb = servers["chatdb"].base
     try:
         for r in range(args.repeat):
             for n in counts:   # each configuration next to its baselines, every repeat
-                threads[n].append(bare[n].threads()[0])
-                rates[n]["bare"].append(bare[n].run(args.tokens))
                 for name, server in servers.items():
                     settle(server.base)
                     timed = concurrent(server.base, requests(n, f"{name} {r}"), args.tokens)
                     rates[n][name].append(together_rate(timed))
-                settle(servers["chatdb"].base)
+                # The limit, on the threads chatdb chose for that batch.
+                threads[n].append(bare[n].threads(chatdb_threads(chatdb)))
+                rates[n]["bare"].append(bare[n].run(args.tokens))
+                settle(chatdb)
                 rates[n]["serial"].append(serial_rate(one_at_a_time(
-                    servers["chatdb"].base, requests(n, f"serial {r}"), args.tokens)))
-        batched = httpx.get(servers["chatdb"].base + "/health").json().get("most_sequences")
+                    chatdb, requests(n, f"serial {r}"), args.tokens)))
+        batched = httpx.get(chatdb + "/health").json().get("most_sequences")
     finally:
         for server in servers.values():
             server.stop()
@@ -110,17 +114,28 @@ def _throughput_table(rates, threads, args) -> None:
           + " | " + " ".join(f"{'/' + label:>9}" for key, label in COLUMNS if key != "chatdb"))
     for n, row in rates.items():
         med = {key: statistics.median(row[key]) if row.get(key) else None for key, _ in COLUMNS}
-        ratios = [_ratio(med["chatdb"], med[key]) for key, _ in COLUMNS if key != "chatdb"]
-        print(f"{n:>7} {statistics.median(threads[n]):>7g} "
-              + " ".join(_num(med[key], 8) for key, _ in COLUMNS)
-              + " | " + " ".join(f"{r:>9}" for r in ratios))
+        ratios = [_paired(row["chatdb"], row.get(key)) for key, _ in COLUMNS if key != "chatdb"]
+        used = "/".join(str(t) for t in statistics.median_low(threads[n]))
+        print(f"{n:>7} {used:>7} " + " ".join(_num(med[key], 8) for key, _ in COLUMNS)
+              + " | " + " ".join(f"{_ratio(r):>9}" for r in ratios))
+    print("chatdb/bare in each repeat: " + ";  ".join(
+        f"{n}: " + " ".join(f"{c / b:.2f}" for c, b in zip(row["chatdb"], row["bare"]))
+        for n, row in rates.items()))
     print("targets: chatdb/bare >= 0.9x at every concurrency; chatdb/serial >= 1.3x at 4 clients."
-          "\nthreads: the bare loop's decode threads (chatdb's choice, read before each run);"
-          "\nserial: the same requests sent to chatdb one at a time.")
+          "\nthreads: decode/batch threads chatdb chose for the batch (from its /health); the"
+          " bare loop ran on the same;\nserial: the same requests sent to chatdb one at a time.")
     if not args.lcp_deps:
         print("lcp: not run (give --lcp-deps DIR; see this file's docstring)")
     if not args.llama_server:
         print("l-server: not run (give --llama-server PATH; how to build it: this file's docstring)")
+
+
+def _paired(ours, theirs) -> "float | None":
+    """The median of the repeats' ratios: each repeat's pair ran back to back, so a
+    machine that changes speed between repeats moves both alike."""
+    if not ours or not theirs:
+        return None
+    return statistics.median(a / b for a, b in zip(ours, theirs) if b)
 
 
 def ttft_under_load(args, work: Path) -> None:
@@ -160,8 +175,8 @@ def _num(value, width: int) -> str:
     return f"{'-':>{width}}" if value is None else f"{value:>{width}.1f}"
 
 
-def _ratio(a, b) -> str:
-    return "-" if not a or not b else f"{a / b:.2f}x"
+def _ratio(value) -> str:
+    return "-" if not value else f"{value:.2f}x"
 
 
 def _load() -> str:

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -116,12 +117,16 @@ class Timed:
         return max(0, self.tokens - 1)   # the first token comes from the prompt's pass
 
 
-def stream_chat(base: str, messages, max_tokens: int, timeout: float = 3600) -> Timed:
+def stream_chat(base: str, messages, max_tokens: int, start: "threading.Barrier | None" = None,
+                timeout: float = 3600) -> Timed:
+    """One streamed completion; with `start`, sent once every client at that barrier is ready."""
     body = {"model": "local", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
     # The client (and its SSL context, tens of ms of CPU) is made before the clock starts:
     # four made at once, inside the timed window, added 150-300 ms to the TTFT under load.
     client = httpx.Client(timeout=timeout)
+    if start is not None:
+        start.wait()
     started = time.perf_counter()
     first = last = None
     chunks, usage, text = 0, None, []
@@ -145,8 +150,11 @@ def stream_chat(base: str, messages, max_tokens: int, timeout: float = 3600) -> 
 
 
 def concurrent(base: str, conversations, max_tokens: int) -> "list[Timed]":
+    """Every conversation sent at once: each client thread waits for the others before
+    it sends (thread start-up alone spread the arrivals over tens of ms)."""
+    start = threading.Barrier(len(conversations))
     with ThreadPoolExecutor(len(conversations)) as pool:
-        return list(pool.map(lambda m: stream_chat(base, m, max_tokens), conversations))
+        return list(pool.map(lambda m: stream_chat(base, m, max_tokens, start), conversations))
 
 
 def one_at_a_time(base: str, conversations, max_tokens: int) -> "list[Timed]":
@@ -163,6 +171,12 @@ def serial_rate(timed) -> float:
     """Decoded tokens over the time spent decoding them, one request after another."""
     spent = sum(t.last_at - t.first_at for t in timed)
     return sum(t.decoded for t in timed) / spent if spent > 0 else 0.0
+
+
+def chatdb_threads(base: str) -> "tuple[int, int]":
+    """The decode and batch threads chatdb serve chose for its last batch (/health)."""
+    threads = httpx.get(base + "/health").json()["threads"]
+    return threads["decode"], threads["batch"]
 
 
 def settle(base: str, idle_s: float = 0.5) -> None:

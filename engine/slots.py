@@ -68,6 +68,14 @@ class SlotScheduler:
         """The most sequences one forward pass has held so far."""
         return self.batch.most_sequences if self.batch is not None else 0
 
+    @property
+    def threads(self) -> "dict | None":
+        """The decode and batch threads in use (re-chosen whenever a batch starts after a pause)."""
+        if self.engine is None:
+            return None
+        model = self.engine.model
+        return {"decode": model.config.n_threads, "batch": model.threads_batch}
+
     def submit(self, turn: Turn) -> bool:
         with self._lock:
             if self._count >= self.capacity or self._closing:

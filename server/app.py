@@ -64,7 +64,7 @@ def build_app(turns, config: ServerConfig):
     async def health(request: Request):
         return JSONResponse({"status": "ok", "model": config.model_name,
                              "parallel": config.parallel, "busy": turns.busy,
-                             "most_sequences": turns.most_sequences})
+                             "most_sequences": turns.most_sequences, "threads": turns.threads})
 
     app = Starlette(routes=[
         Route("/v1/chat/completions", completions, methods=["POST"]),

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bare_batch import BareBatch  # noqa: E402
-from serve_clients import chatdb_server, concurrent, stream_chat, together_rate  # noqa: E402
+from serve_clients import (chatdb_server, chatdb_threads, concurrent, stream_chat,  # noqa: E402
+                           together_rate)
 
 from engine.model_path import resolve_model_path  # noqa: E402
 from engine.threads import ThreadTuner  # noqa: E402
@@ -27,11 +28,13 @@ def test_client_streams_times_and_reads_usage(tmp_path):
                                                  {"role": "user", "content": "Again."}], 4)
         both = concurrent(server.base, [[{"role": "user", "content": f"Count to {n}."}]
                                         for n in (3, 5)], 4)
+        threads = chatdb_threads(server.base)   # what the bare loop is then run on
     assert 1 <= first.tokens <= 4 and first.text
     assert 0 < first.ttft and first.first_at <= first.last_at
     assert first.cached == 0 and again.cached > 0   # the resend's path came from the archive
     assert len(both) == 2 and all(t.tokens >= 1 for t in both)
     assert together_rate(both) >= 0
+    assert threads == (1, 1)   # CHATDB_THREADS=1, as /health reports it
 
 
 @pytest.mark.timeout(300)
