@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
-# carried sdist, then `chatdb doctor`, the resume, speculative and KV-layout tests, and the
-# resume and decode benches, ending with one table. Prepare first with bench/gpu_prepare.sh.
+# carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout and serve-batching
+# tests, and the resume, decode, speculative and serve benches, ending with one table. Prepare first with bench/gpu_prepare.sh.
 #
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
 #   bash bench/gpu_check.sh run     # with .gpu/b carried too (same warm machine): the checks
@@ -72,6 +72,10 @@ checks() {
     step "bench: resume" resume.txt $PY bench/resume.py --repeat 3
     step "bench: decode" decode.txt $PY bench/decode.py --repeat 3 --cases idle
     step "bench: speculative" speculative.txt $PY bench/speculative.py --repeat 3
+    # chatdb serve: batching where it pays (a GPU), against the bare batched loop.
+    step "tests: serve batching" serve_tests.txt $PY -m pytest -q -p no:cacheprovider \
+        tests/server/test_concurrency.py tests/server/test_bench_pieces.py
+    step "bench: serve" serve.txt $PY bench/serve.py --quick --only 14
 }
 
 quick() {  # a dry run of the script itself: doctor and the offload tests only

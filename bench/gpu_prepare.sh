@@ -26,7 +26,8 @@ tar czf .gpu/a/llama_cpp_python-0.3.36.tar.gz -C .gpu/tmp llama_cpp_python-0.3.3
 # The GPU image has numpy, jinja2, pytest, scikit-build-core, cmake and ninja; not these.
 platforms="--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64"
 $PIP download --quiet --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
-     $platforms -d .gpu/a/wheels zstandard prompt_toolkit wcwidth diskcache
+     $platforms -d .gpu/a/wheels zstandard prompt_toolkit wcwidth diskcache \
+     starlette uvicorn h11 click anyio sniffio idna typing_extensions httpx httpcore certifi
 
 sha256sum "$MODEL" | awk '{print $1}' > .gpu/a/model.sha256
 basename "$MODEL" > .gpu/a/model.name
