@@ -52,8 +52,15 @@ FILLER = ("The history of navigation runs from stars and coastlines to compasses
 MODEL: "str | None" = None   # the model file under test (None: chatdb's default)
 
 
+def _child_env() -> dict:
+    """This environment, with the repository first on the path (packages installed with
+    --target, as on a GPU machine, stay on it)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 def chatdb(db, *args) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = _child_env()
     args = ("--model", MODEL, *args) if MODEL else args
     proc = subprocess.run([sys.executable, "-m", "cli.main", "--db", str(db), "ask", "--json", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT, check=True)
@@ -128,7 +135,7 @@ def typed_worker(db: str, conv_id: int) -> None:
 
 
 def typed(db, conv_id) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = _child_env()
     proc = subprocess.run([sys.executable, __file__, "--typed-worker", str(db), str(conv_id)],
                           capture_output=True, text=True, check=True, env=env)
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -74,7 +74,8 @@ class Proc:
 def chatdb_server(db: Path, workdir: Path, parallel: int = 4, threads=None) -> Proc:
     argv = [sys.executable, "-m", "cli.main", "serve", "--db", str(db), "--port", "{port}",
             "--parallel", str(parallel), "--queue", "64"]
-    env = {"PYTHONPATH": str(ROOT), **({"CHATDB_THREADS": str(threads)} if threads else {})}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {"PYTHONPATH": path, **({"CHATDB_THREADS": str(threads)} if threads else {})}
     return Proc("chatdb", argv, "/health", workdir, env)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..chatdb_command import DRAFT, chatdb_argv
+from ..chatdb_command import DRAFT, chatdb_argv, python_path
 
 REPO = Path(__file__).resolve().parents[2]
 # A chatdb process that runs longer has hung. Generous: on a loaded 2-core
@@ -64,7 +64,7 @@ def cli_env(tmp_path):
     """The environment of a user with no CHATDB_DB, no NO_COLOR, and a private XDG dir."""
     env = {k: v for k, v in os.environ.items() if k not in ("CHATDB_DB", "NO_COLOR")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = python_path(env)
     return env
 
 

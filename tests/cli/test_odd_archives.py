@@ -1,6 +1,5 @@
 """Archives and files that are not what they seem, and options given in odd places."""
 
-import io
 import os
 import shutil
 import stat

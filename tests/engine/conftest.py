@@ -12,7 +12,7 @@ from engine.chat import Engine
 from engine.model_path import resolve_model_path
 from engine.sampling import SamplingSettings
 
-from ..chatdb_command import DRAFT, chatdb_argv
+from ..chatdb_command import DRAFT, chatdb_argv, python_path
 
 ROOT = Path(__file__).resolve().parents[2]
 GREEDY = SamplingSettings(temperature=0, max_tokens=24, seed=1)
@@ -44,7 +44,7 @@ def open_engine(db_path):
 
 def run_chatdb(*args, db, check=True, input=None, timeout=300):
     """Run the real `chatdb` command in a new process; parsed JSON if --json."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path()}
     proc = subprocess.run(chatdb_argv("--db", db, *args),
                           capture_output=True, text=True, env=env, cwd=ROOT, input=input,
                           timeout=timeout)

@@ -13,7 +13,7 @@ from engine.errors import PromptTooLong
 from engine.generate import generate
 from engine.sampling import SamplingSettings
 
-from ..chatdb_command import chatdb_argv
+from ..chatdb_command import chatdb_argv, python_path
 from .conftest import ROOT
 
 
@@ -103,7 +103,7 @@ def _incomplete_utf8(piece: bytes) -> bool:
 
 def test_kill_9_during_generation_keeps_archive_consistent(tmp_path):
     db = tmp_path / "k.db"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path()}
     proc = subprocess.Popen(
         chatdb_argv("--db", db, "ask", "--temperature", "0", "--max-tokens", "2000",
                     "Write a very long essay about the history of ships."),

@@ -3,7 +3,6 @@
 import threading
 import time
 
-from chatdb.archive import Archive
 from engine.kvwriter import KVWriter, StoreJob
 
 def _snapshot_job(message_id: int, payload: bytes = b"kv" * 512, kind: str = "snapshot") -> StoreJob:

@@ -1,7 +1,6 @@
 """Speculative decoding: exact (greedy and sampled), adaptive, both drafters, resumable."""
 
 import math
-import shutil
 from collections import Counter
 
 import numpy as np

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ..chatdb_command import chatdb_argv
+from ..chatdb_command import chatdb_argv, python_path
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"serving .* on (http://[^ ]+/v1)")
@@ -25,7 +25,7 @@ class Server:
     def __init__(self, db: Path, *args, env=None, timeout: float = 300):
         self.db = db
         inherited = {k: v for k, v in os.environ.items() if k != "CHATDB_API_KEY"}
-        self.env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
+        self.env = {**inherited, "PYTHONPATH": python_path(), **(env or {})}
         argv = chatdb_argv("serve", "--db", db, "--port", "0", "--ctx", "4096", *args)
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -94,7 +94,7 @@ def start_server(db_path):
 
 def chatdb_json(db: Path, *args):
     """The JSON a `chatdb ... --json` command prints for the archive."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": python_path()}
     done = subprocess.run(chatdb_argv(*args, "--db", db, "--json"),
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr

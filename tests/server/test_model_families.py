@@ -11,7 +11,6 @@ same token computed alone in the last bits, which can change a greedy choice of
 this small model (SmolLM2's Q4_1 kernels compute alike: tests/server/test_concurrency.py).
 """
 
-import httpx
 import pytest
 
 from chatdb.archive import Archive

@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import openai
-import pytest
 
-from .conftest import ROOT, chatdb_json
+from ..chatdb_command import python_path
+from .conftest import chatdb_json
 
 
 MESSAGES = [{"role": "system", "content": "You are brief."},
@@ -69,7 +69,7 @@ def test_llm_with_an_openai_compatible_model(start_server, db_path, tmp_path):
     (home / "extra-openai-models.yaml").write_text(
         f"- model_id: chatdb\n  model_name: local\n  api_base: \"{server.base}\"\n"
         f"  api_key_name: chatdb\n  can_stream: true\n")
-    env = {**os.environ, "LLM_USER_PATH": str(home), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "LLM_USER_PATH": str(home), "PYTHONPATH": python_path()}
     llm = [sys.executable, "-m", "llm"]
     subprocess.run(llm + ["keys", "set", "chatdb", "--value", "unused"], env=env, check=True,
                    capture_output=True, timeout=240)
