@@ -157,6 +157,11 @@ def ttft_under_load(args, work: Path) -> None:
     worst = [statistics.median(loaded[i]) / statistics.median(alone[i]) for i in range(4)]
     print("each client's median ttft under load / alone: " + "  ".join(f"{w:.2f}x" for w in worst)
           + f"  (target: none over 3x: {'met' if max(worst) <= 3 else 'MISSED'})")
+    each = [statistics.median(alone[i]) for i in range(4)]
+    print("the four alone ttfts summed / each alone:       "
+          + "  ".join(f"{sum(each) / e:.2f}x" for e in each)
+          + "  (the last of four waits about this where a prompt token costs as much in a"
+            " batch as alone)")
 
 
 def _pct(values, q: int) -> float:
