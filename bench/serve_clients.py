@@ -123,9 +123,11 @@ def stream_chat(base: str, messages, max_tokens: int, start: "threading.Barrier 
     """One streamed completion; with `start`, sent once every client at that barrier is ready."""
     body = {"model": "local", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}
-    # The client (and its SSL context, tens of ms of CPU) is made before the clock starts:
-    # four made at once, inside the timed window, added 150-300 ms to the TTFT under load.
-    client = httpx.Client(timeout=timeout)
+    # Plain HTTP to loopback: no certificate store to load. Loading it took about 50 ms of
+    # CPU per client, which chatdb serve, reading the free cores just before the batch,
+    # took for another process's load (and chose fewer threads for the batch), and
+    # which added 150-300 ms to the TTFT under load when it was inside the timed window.
+    client = httpx.Client(timeout=timeout, verify=False)
     if start is not None:
         start.wait()
     started = time.perf_counter()
