@@ -141,6 +141,7 @@ def _paired(ours, theirs) -> "float | None":
 def ttft_under_load(args, work: Path) -> None:
     print(f"\n4. time to first token, 4 concurrent clients against each alone ({args.rounds} rounds)")
     loaded, alone = {i: [] for i in range(4)}, {i: [] for i in range(4)}
+    threads = {"alone": set(), "together": set()}
     with chatdb_server(work / "ttft.db", work, 4, args.threads) as server:
         for r in range(args.rounds):
             order = [("alone", alone), ("together", loaded)]
@@ -149,11 +150,14 @@ def ttft_under_load(args, work: Path) -> None:
                 send = one_at_a_time if mode == "alone" else concurrent
                 for i, timed in enumerate(send(server.base, requests(4, f"{mode} {r}"), args.tokens)):
                     into[i].append(timed.ttft)
+                threads[mode].add("/".join(map(str, chatdb_threads(server.base))))
     every_loaded = [t for v in loaded.values() for t in v]
     every_alone = [t for v in alone.values() for t in v]
     print(f"{'':<12} {'p50 ms':>8} {'p95 ms':>8}")
     for name, values in (("4 clients", every_loaded), ("alone", every_alone)):
         print(f"{name:<12} {_pct(values, 50) * 1000:>8.0f} {_pct(values, 95) * 1000:>8.0f}")
+    print("threads (decode/batch) chatdb chose: " + ";  ".join(
+        f"{mode} {', '.join(sorted(used))}" for mode, used in threads.items()))
     worst = [statistics.median(loaded[i]) / statistics.median(alone[i]) for i in range(4)]
     print("each client's median ttft under load / alone: " + "  ".join(f"{w:.2f}x" for w in worst)
           + f"  (target: none over 3x: {'met' if max(worst) <= 3 else 'MISSED'})")
