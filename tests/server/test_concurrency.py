@@ -100,10 +100,11 @@ def test_a_long_prompt_is_read_in_chunks_alongside_a_running_answer(start_server
     prompt = "Here are some notes about rivers. " * 80 + "Summarise them in one line."
     reply = ask(server, user(prompt), max_tokens=8)
     batch = reply["chatdb"]["batch"]
-    # Read over several passes (128 tokens each while another sequence decodes), every
-    # one of them also decoding the running answer.
+    # Read over several passes, every one of them also decoding the running answer. (How
+    # many is the prefill pace's choice from the step timings: tests/engine/test_slots.py
+    # and test_prefill_pace.py check the chunks.)
     assert reply["usage"]["prompt_tokens"] > 4 * 128
-    assert batch["prompt_passes"] >= reply["usage"]["prompt_tokens"] / 128
+    assert batch["prompt_passes"] >= 2
     assert batch["prompt_least_sequences"] == 2
     long.result()
     alone = server.chat(user(prompt), max_tokens=8)   # a resend: restored live, not recomputed
