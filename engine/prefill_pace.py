@@ -63,7 +63,7 @@ class PrefillPace:
 
 def share(wanted: "list[int]", budget: int) -> "list[int]":
     """Split `budget` tokens among slots wanting `wanted` each (in arrival order): equal
-    parts, a part no bigger than what a slot wants, what that leaves to the others
+    parts, none bigger than what its slot wants, what a slot leaves going to the others
     (water-filling); a remainder too small to split goes to the earlier arrivals."""
     given = [0] * len(wanted)
     unmet = [i for i, w in enumerate(wanted) if w > 0]
