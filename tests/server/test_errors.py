@@ -4,12 +4,11 @@ import json
 import os
 import stat
 import subprocess
-import sys
 
 import httpx
 import pytest
 
-from ..chatdb_command import python_path
+from ..chatdb_command import chatdb_argv, python_path
 from .conftest import ROOT, Server
 
 KEY = "s3cret-key"
@@ -112,8 +111,8 @@ def test_a_full_queue_is_503_with_retry_after(start_server):
 
 def test_another_address_without_a_key_is_refused(db_path):
     env = {k: v for k, v in os.environ.items() if k != "CHATDB_API_KEY"}
-    done = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--host", "0.0.0.0",
-                           "--db", str(db_path)], cwd=ROOT, env={**env, "PYTHONPATH": python_path(env)},
+    done = subprocess.run(chatdb_argv("serve", "--host", "0.0.0.0", "--db", db_path), cwd=ROOT,
+                          env={**env, "PYTHONPATH": python_path(env)},
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 2
     assert done.stderr.startswith("chatdb: error: --host 0.0.0.0") and len(done.stderr.splitlines()) == 1
