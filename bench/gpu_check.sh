@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
 # carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout and serve-batching
-# tests, and the resume, decode, speculative and serve benches, ending with one table. Prepare first with bench/gpu_prepare.sh.
+# tests, and the resume, decode, speculative and serve benches, ending with one table.
+# Prepare first with bench/gpu_prepare.sh.
 #
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
 #   bash bench/gpu_check.sh run     # with .gpu/b carried too (same warm machine): the checks
