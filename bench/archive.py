@@ -25,9 +25,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from a checkout, installed or not
 
-from chatdb import textindex  # noqa: E402
+from chatdb.search import textindex  # noqa: E402
 from chatdb.archive import Archive  # noqa: E402
-from chatdb.search import search  # noqa: E402
+from chatdb.search.fulltext import search  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 GENERATOR_VERSION = 2  # bump when the generated text changes

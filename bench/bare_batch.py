@@ -1,14 +1,14 @@
 """The limit for continuous batching: a bare loop decoding N sequences in one batch per step.
 
 llama.cpp's examples/batched on the low-level API, in the very context
-chatdb serve --parallel N makes: engine.settings.plan for this machine and
+chatdb serve --parallel N makes: engine.machine.offload_plan.plan for this machine and
 N sequences (threads, flash attention, KV types, each sequence's context)
-and engine.model.Model with n_seq_max = N (a KV stream per sequence). Each
+and engine.llama.model.Model with n_seq_max = N (a KV stream per sequence). Each
 prompt is read in one batch, then every step is one llama_batch holding one
 token per sequence and one llama_decode; greedy sampling, nothing else. Its
 aggregate tokens/s is what a server can at best reach with N clients.
 
-Threads are chatdb's own choice (engine/threads.py: the cores other
+Threads are chatdb's own choice (engine/machine/threads.py: the cores other
 processes leave free), read over an idle pause just before each run, as
 chatdb serve reads them before each batch; `--threads N` fixes them, and
 bench/serve.py gives it the threads chatdb serve itself chose.
@@ -26,12 +26,13 @@ sys.path.insert(0, str(ROOT))
 
 import llama_cpp  # noqa: E402
 
-from engine import hardware  # noqa: E402
-from engine.gguf_header import read_facts  # noqa: E402
-from engine.model import ContextConfig, Model  # noqa: E402
-from engine.model_path import resolve_model_path  # noqa: E402
-from engine.settings import plan  # noqa: E402
-from engine.threads import ThreadTuner  # noqa: E402
+from engine.machine import hardware  # noqa: E402
+from engine.llama.gguf_header import read_facts  # noqa: E402
+from engine.llama.model import ContextConfig, Model  # noqa: E402
+from engine.llama.model_path import resolve_model_path  # noqa: E402
+from engine.prompt.chat_format import ChatFormat  # noqa: E402
+from engine.machine.offload_plan import plan  # noqa: E402
+from engine.machine.threads import ThreadTuner  # noqa: E402
 
 IDLE_S = 0.5   # the pause over which free cores are read before a run
 
@@ -62,7 +63,7 @@ class BareBatch:
         return decode, batch
 
     def prompt(self, text: str) -> list[int]:
-        rendered = self.model.template.render([{"role": "user", "content": text}], True)
+        rendered = ChatFormat.of(self.model).template.render([{"role": "user", "content": text}], True)
         return self.model.tokenize(rendered)
 
     def run(self, steps: int) -> float:

@@ -164,8 +164,8 @@ def terminal_stdout():
 def on_texts(out):
     """(console's on_text, ask's on_text), both writing to `out`."""
     from cli.commands import ask
-    from cli.console.render import Renderer, Waiting
-    from cli.console.answer_stream import AnswerStream
+    from cli.console.screen.render import Renderer, Waiting
+    from cli.console.screen.answer_stream import AnswerStream
 
     render = Renderer(out=out, err=out, color=True)
     console_stream = AnswerStream(render, Waiting(render, ""))
@@ -194,7 +194,7 @@ def on_text_cost(pieces: int = 20_000) -> tuple[float, float]:
 def same_engine(rounds: int, max_tokens: int, tmp: Path) -> tuple[list, list]:
     """(console ms, ask ms) per token: one engine, answers streamed by either on_text in turn."""
     from engine.chat import Engine
-    from engine.sampling import SamplingSettings
+    from engine.llama.sampling import SamplingSettings
 
     out = terminal_stdout()
     console_stream, ask_stream = on_texts(out)

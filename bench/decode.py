@@ -30,7 +30,7 @@ import llama_cpp  # noqa: E402
 
 from chatdb.archive import Archive  # noqa: E402
 from engine.chat import Engine  # noqa: E402
-from engine.sampling import SamplingSettings  # noqa: E402
+from engine.llama.sampling import SamplingSettings  # noqa: E402
 
 PROMPT = "Write a long, detailed story about a lighthouse keeper and a storm."
 

@@ -69,8 +69,8 @@ def chatdb(db, *args) -> dict:
 
 def tokens_per_turn() -> int:
     """Prompt tokens one question-and-answer pair of build_chat adds (with ChatML framing)."""
-    from engine.model import ContextConfig, Model
-    from engine.model_path import resolve_model_path
+    from engine.llama.model import ContextConfig, Model
+    from engine.llama.model_path import resolve_model_path
     model = Model(str(resolve_model_path(MODEL)), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
                                                                 flash_attn=True))
     try:
@@ -106,9 +106,10 @@ def diskcache_worker(model: str, cache_dir: str, prompt: str) -> None:
     """Runs in its own process: one completion through LlamaDiskCache; prints TTFT in ms."""
     from llama_cpp import Llama, LlamaDiskCache
 
-    from engine import gguf_header, hardware, settings, threads
-    cfg = settings.plan(hardware.detect(), gguf_header.read_facts(model),  # chatdb's own settings
-                        threads=threads.ThreadTuner().choice).config
+    from engine.llama import gguf_header
+    from engine.machine import hardware, offload_plan, threads
+    cfg = offload_plan.plan(hardware.detect(), gguf_header.read_facts(model),  # chatdb's own settings
+                            threads=threads.ThreadTuner().choice).config
     llm = Llama(model, n_ctx=cfg.n_ctx, flash_attn=cfg.flash_attn, n_gpu_layers=cfg.n_gpu_layers,
                 n_threads=cfg.n_threads, n_threads_batch=cfg.n_threads_batch, verbose=False)
     llm.set_cache(LlamaDiskCache(cache_dir=cache_dir, capacity_bytes=8 << 30))
@@ -124,7 +125,7 @@ def diskcache_worker(model: str, cache_dir: str, prompt: str) -> None:
 def typed_worker(db: str, conv_id: int) -> None:
     """Runs in its own process: open the chat, type for TYPING s, ask; prints the turn's figures."""
     from engine.chat import Engine
-    from engine.sampling import SamplingSettings
+    from engine.llama.sampling import SamplingSettings
     with Archive.open(db) as archive:
         engine = Engine.open(archive, MODEL, sampling=SamplingSettings(temperature=0, seed=1, max_tokens=8))
         engine.prepare(conv_id)          # what the console does as a chat opens
@@ -190,10 +191,10 @@ def raw_state_bytes(n_tokens: int) -> int:
     from the layout of a tiny state: an iSWA cache writes only its window's cells."""
     import llama_cpp
 
-    from engine import kvlayout
-    from engine.decode import Decoder
-    from engine.model import ContextConfig, Model
-    from engine.model_path import resolve_model_path
+    from engine.state import kvlayout
+    from engine.llama.decoder import Decoder
+    from engine.llama.model import ContextConfig, Model
+    from engine.llama.model_path import resolve_model_path
     model = Model(str(resolve_model_path(MODEL)), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
                                                                 flash_attn=False))
     decoder = Decoder(model)
@@ -277,7 +278,7 @@ def main() -> None:
 
 def report(model_file: "str | None", args) -> None:
     global MODEL
-    from engine.model_path import resolve_model_path
+    from engine.llama.model_path import resolve_model_path
     MODEL = model_file
     model = str(resolve_model_path(model_file))
     baselines = model_file is None

@@ -51,8 +51,8 @@ from serve_clients import (chatdb_server, chatdb_threads, concurrent, lcp_server
                            llama_server, one_at_a_time, serial_rate, settle, together_rate)
 from serve_history import disk_for_shared_prefix, resume_after_restart  # noqa: E402
 
-from engine.model_path import resolve_model_path  # noqa: E402
-from engine.threads import ThreadTuner  # noqa: E402
+from engine.llama.model_path import resolve_model_path  # noqa: E402
+from engine.machine.threads import ThreadTuner  # noqa: E402
 
 PRESETS = {"quick": dict(tokens=32, history=2000, repeat=1, rounds=2),
            "smoke": dict(tokens=4, clients="1,2", history=300, repeat=1, rounds=1)}

@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from chatdb.archive import Archive  # noqa: E402
 from engine.chat import Engine  # noqa: E402
-from engine.draft_policy import DraftPolicy  # noqa: E402
-from engine.lookup import LookupDrafter  # noqa: E402
-from engine.sampling import SamplingSettings  # noqa: E402
+from engine.decode.draft_policy import DraftPolicy  # noqa: E402
+from engine.decode.lookup import LookupDrafter  # noqa: E402
+from engine.llama.sampling import SamplingSettings  # noqa: E402
 
 CODE = '''import json
 import os

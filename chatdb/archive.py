@@ -19,15 +19,13 @@ from .connection import connect
 from .costs import CostStore
 from .errors import ChatdbError, NotFound
 from .fingerprints import FingerprintCache
-from .kv import KVStore
+from .kv.store import KVStore
 from .paths import default_db_path
-from .records import Conversation, ConversationSummary, Message
-from .textindex import index_text
+from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
+from .search.textindex import index_text
 from .tokens import TokenStore
 from .transaction import transaction
 
-ROLES = ("system", "user", "assistant")
-STATUSES = ("complete", "interrupted")
 
 
 class Archive:

@@ -9,5 +9,9 @@ class NotFound(ChatdbError):
     """A conversation or message that does not exist."""
 
 
+class SearchError(ChatdbError):
+    """Arguments no search can honour (a bad date, since after until)."""
+
+
 class SchemaError(ChatdbError):
     """A database this code must not read or write (newer, changed, corrupt)."""

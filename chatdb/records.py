@@ -4,6 +4,9 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
+ROLES = ("system", "user", "assistant")
+STATUSES = ("complete", "interrupted")
+
 
 @dataclass(frozen=True)
 class Message:

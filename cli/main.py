@@ -14,11 +14,11 @@ from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
 from . import output
-from .interrupt import Quit
 from .commands import register_all
-from .commands.chat import console_options
-from .commands.model_options import fill_defaults
-from .commands.options import db_options, db_path
+from .console import command as console
+from .interrupt import Quit
+from .model_options import fill_defaults
+from .options import db_options, db_path
 from .text_input import check_arguments
 
 DESCRIPTION = """\
@@ -29,19 +29,18 @@ Without a command, `chatdb` opens the console (see `chatdb chat --help`);
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatdb", description=DESCRIPTION,
-                                     parents=[db_options(), console_options()])
+                                     parents=[db_options(), console.console_options()])
     parser.add_argument("--version", action="version", version=f"chatdb {_version()}")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    console.register(subparsers)   # first: the default command
     register_all(subparsers)
     return parser
 
 
 def default_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """A bare `chatdb` (options only) opens the console, as `chatdb chat` does."""
-    from .commands.chat import run
-
     args.conv = None
-    return run(args)
+    return console.run(args)
 
 
 def main(argv: "list[str] | None" = None) -> int:

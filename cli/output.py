@@ -13,6 +13,7 @@ BOLD, DIM, HIGHLIGHT, RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
 # Control characters other than newline and tab (which are always kept): text
 # from an imported file must not move the cursor or recolour the user's terminal.
 CONTROL = {c: None for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+TITLE_WIDTH = 60
 
 
 def print_json(value) -> None:
@@ -63,6 +64,11 @@ def shorten(text: str, width: int) -> str:
     """`text` as one line of at most `width` characters (cut with "…")."""
     line = one_line(text)
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
+
+
+def title_of(text: str) -> str:
+    """A new conversation's title: the start of its first message."""
+    return shorten(text, TITLE_WIDTH)
 
 
 def minute(timestamp: str) -> str:

@@ -1,1 +1,15 @@
-"""Inference: a llama.cpp model whose KV state lives in the chatdb archive."""
+"""Inference: a llama.cpp model whose KV state lives in the chatdb archive.
+
+The engine's face is here: chat.py (Engine: answer any message of any
+conversation), serving.py (an engine of several sequences for a server or
+for warming), turn_result.py, describe.py, errors.py. Below it, the wings,
+each importing only those listed after it:
+
+    batching/  several turns in one forward pass: slots, their scheduler, prefill pacing, warming
+    decode/    the decode loop, stop strings and speculative decoding (drafters, policy)
+    machine/   the hardware: devices, CPUs and threads, the offload plan, forward-pass costs
+    kv/        a sequence's KV: its sources (live, memory, archive), the cache, the writer
+    prompt/    chat templates, a path's tokens, windows, a turn's prompt fitted to the context
+    state/     llama.cpp's state bytes: cut into rows, assembled back, checked at start-up
+    llama/     llama.cpp itself: model and context, sequences, batches, samplers, GGUF headers
+"""

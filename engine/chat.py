@@ -14,28 +14,29 @@ import numpy as np
 
 from chatdb.archive import Archive
 
-from . import hardware
-from .draft_model import DraftModel
-from .draft_policy import DraftPolicy
-from .drafting import make_drafter, resolve_mode
+from .decode.draft_model import DraftModel
+from .decode.draft_policy import DraftPolicy
+from .decode.drafting import make_drafter, resolve_mode
+from .decode.generate import Generation, generate
 from .describe import describe
 from .errors import Cancelled, EngineError
-from .fingerprint import file_fingerprint, kv_config_fingerprint
-from .generate import Generation, generate
-from .gguf_header import read_facts
-from .kvcache import KVCache, archive_source
-from .kvwriter import KVWriter
-from .layout_check import ROW_MODES, check_layout
-from .model import Model
-from .model_path import resolve_model_path
-from .prefetch import EarlyRead, Prefetch
-from .prepared import Prepared, budget, check_question, fit_prompt
-from .prompt import PathTokens, PromptBuilder, as_chat, tokenizer_id
-from .sequence import Sequence
-from .sampling import Sampler, SamplingSettings
-from .settings import plan
-from .threads import ThreadTuner
-from .tuning import Tuning
+from .kv.cache import KVCache, archive_source
+from .kv.fingerprint import file_fingerprint, kv_config_fingerprint
+from .kv.layout_check import ROW_MODES, check_layout
+from .kv.prefetch import EarlyRead, Prefetch
+from .kv.writer import KVWriter
+from .llama.gguf_header import read_facts
+from .llama.model import Model
+from .llama.model_path import resolve_model_path
+from .llama.sampling import Sampler, SamplingSettings
+from .llama.sequence import Sequence
+from .machine import hardware
+from .machine.offload_plan import plan
+from .machine.threads import ThreadTuner
+from .machine.tuning import Tuning
+from .prompt.chat_format import ChatFormat
+from .prompt.path_tokens import PathTokens, PromptBuilder, as_chat, tokenizer_id
+from .prompt.prepared import Prepared, budget, check_question, fit_prompt
 from .turn_result import TurnParts, TurnResult, speculative_figures
 
 
@@ -50,15 +51,16 @@ class Engine:
         self.warnings: list[str] = []   # raised during the turn under way (or the last one)
         self._warn_cb = warn
         model_fp = file_fingerprint(model.path, archive.fingerprints)
-        self.tokenizer = tokenizer_id(model, model_fp)
+        self.chat_format = ChatFormat.of(model)
+        self.tokenizer = tokenizer_id(self.chat_format.template, model_fp)
         # "snapshot" stores whole states even where rows could be cut (the
         # fallback for sliding-window, recurrent and hybrid models).
         self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
                                      else check_layout(model, self.warn))
         self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode)
-        if model.template_warning:
-            self.warn(model.template_warning)
-        self.prompts = PromptBuilder(model, archive, self.tokenizer)
+        if self.chat_format.warning:
+            self.warn(self.chat_format.warning)
+        self.prompts = PromptBuilder(model, self.chat_format.template, archive, self.tokenizer)
         self.cache = KVCache(Sequence(model), archive,
                              archive_source(self.kv_mode, self.fingerprint, self.layout),
                              use_archive=use_kv, warn=self.warn,
@@ -125,7 +127,7 @@ class Engine:
             self.prefetch.start(self.archive.db_path, lambda archive, warn: self._warm(archive, head, warn))
 
     def _warm(self, archive: Archive, head: int, warn) -> None:
-        prompts, path = PromptBuilder(self.model, archive, self.tokenizer), archive.path(head)
+        prompts, path = PromptBuilder(self.model, self.chat_format.template, archive, self.tokenizer), archive.path(head)
         tokens = prompts.path_tokens(path)
         if sum(tokens.lengths) > budget(self.model.n_ctx, self.sampling, prompts.generation_tokens(path)):
             return  # left to the turn, which windows it
@@ -197,7 +199,8 @@ class Engine:
             # A fresh policy per answer: the same prompt and seed give the same batches.
             policy = DraftPolicy(self.tuning.costs().verify_cost)
             gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
-                           cancelled, drafter, policy, self.tuning.clock, stop)
+                           cancelled, drafter, policy, self.tuning.clock,
+                           list(stop or []) + self.chat_format.markers)
         self.tuning.after_turn(gen.timings)
         return self.finish_turn(turn, prepared, gen, acquired, self.cache,
                                 speculative_figures(self.draft_mode, gen, policy, draft_kv))

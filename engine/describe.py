@@ -1,12 +1,12 @@
 """The engine's own account of itself, for `chatdb doctor` and the console's /model."""
 
-from .layout_check import STORED_AS
+from .kv.layout_check import STORED_AS
 
 
 def describe(engine) -> dict:
     """Model, settings chosen, speculative decoding, KV storage and hardware, as plain data."""
     model, layout = engine.model, engine.layout
-    template = model.template_kind()
+    template = engine.chat_format.kind
     return {
         "model": {"path": model.path, "description": model.description(),
                   "size_bytes": model.size_bytes(), "n_ctx_train": model.n_ctx_train(),

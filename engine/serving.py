@@ -5,11 +5,11 @@ from pathlib import Path
 
 from chatdb.archive import Archive
 
-from . import hardware
+from .batching.scheduler import SlotScheduler
+from .batching.warming import Warmer
 from .chat import Engine
-from .model_path import resolve_model_path
-from .slots import SlotScheduler
-from .warming import Warmer
+from .llama.model_path import resolve_model_path
+from .machine import hardware
 
 MOST_ON_CPU, MOST_ON_GPU = 8, 16
 

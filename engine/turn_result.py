@@ -3,9 +3,9 @@
 import time
 from dataclasses import dataclass, field
 
-from .draft_policy import DraftPolicy
-from .generate import Generation
-from .kvcache import Acquired
+from .decode.draft_policy import DraftPolicy
+from .decode.generate import Generation
+from .kv.cache import Acquired
 
 
 @dataclass

@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from engine.sampling import SamplingSettings
-from engine.turns import Turn
+from engine.llama.sampling import SamplingSettings
+from engine.batching.turns import Turn
 
 from . import chat_request, chat_response
 from .bridge import first_or_disconnect, submit
@@ -32,7 +32,7 @@ class ServerConfig:
 
 
 def build_app(turns, config: ServerConfig):
-    """The ASGI application; `turns` answers Turns (engine.slots.SlotScheduler)."""
+    """The ASGI application; `turns` answers Turns (engine.batching.scheduler.SlotScheduler)."""
     started = int(time.time())
 
     async def completions(request: Request):

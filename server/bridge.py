@@ -9,7 +9,7 @@ next token; what was written is kept, marked interrupted.
 import asyncio
 
 from engine.errors import EngineError, PromptTooLong
-from engine.turns import Turn
+from engine.batching.turns import Turn
 
 from .errors import APIError
 

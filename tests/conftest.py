@@ -63,7 +63,7 @@ def _tiny_model(tmp_path_factory, script: str, name: str) -> Path:
     built = Path(sys.prefix) / "share" / "chatdb" / "models" / name
     if built.is_file():
         return built
-    from engine.model_path import resolve_model_path
+    from engine.llama.model_path import resolve_model_path
     spec = importlib.util.spec_from_file_location(script, Path(__file__).parent / "assets" / f"{script}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

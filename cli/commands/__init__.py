@@ -1,13 +1,14 @@
 """The subcommand table.
 
-Each module here exposes `register(subparsers)`, which adds its parser(s)
+The console's own command, `chatdb chat`, is cli/console/command.py (main.py
+registers it first). Each module here exposes `register(subparsers)`, which adds its parser(s)
 with options.add_command() and sets `func=run`, where `run(args) -> int` is
 the exit status. To add a subcommand, write its module and list it below.
 """
 
-from . import ask, chat, doctor, export, fork, import_, list_, manage, search, serve, show, warm
+from . import ask, doctor, export, fork, import_, list_, manage, search, serve, show, warm
 
-MODULES = (chat, ask, list_, show, search, fork, manage, export, import_, doctor, serve, warm)
+MODULES = (ask, list_, show, search, fork, manage, export, import_, doctor, serve, warm)
 
 
 def register_all(subparsers) -> None:

@@ -6,11 +6,10 @@ from engine.errors import Cancelled
 
 from .. import output
 from ..interrupt import quit_on_signals, stop_on_sigint
+from ..model_options import add_model_options, sampling_from
+from ..options import add_command, open_archive
 from ..text_input import read_stdin
-from .model_options import add_model_options, sampling_from
-from .options import add_command, open_archive
 
-TITLE_WIDTH = 60
 
 DESCRIPTION = """\
 Answer one message and record both messages in the archive.
@@ -131,12 +130,7 @@ def _conversation(archive, args, text: str) -> "tuple[int, bool]":
             return latest.id, False
     if args.fork_from is not None:
         return archive.fork(args.fork_from).id, True
-    return archive.create_conversation(title_of(text), system_prompt=args.system).id, True
-
-
-def title_of(text: str) -> str:
-    """A new conversation's title: the start of its first message."""
-    return output.shorten(text, TITLE_WIDTH)
+    return archive.create_conversation(output.title_of(text), system_prompt=args.system).id, True
 
 
 def as_json(result) -> dict:

@@ -1,8 +1,8 @@
 """`chatdb doctor`: what llama.cpp was built with, the devices it sees, the settings chosen."""
 
 from .. import output
-from .model_options import add_model_options
-from .options import add_command, open_archive
+from ..model_options import add_model_options
+from ..options import add_command, open_archive
 
 DESCRIPTION = """\
 Report the compute backends llama.cpp was built with (CUDA, ROCm/HIP, Metal,

@@ -5,12 +5,11 @@ import sys
 from pathlib import Path
 
 from chatdb import private_files
-from chatdb.export import all_conversation_ids, export_document
-from chatdb.export_markdown import markdown_document
+from chatdb.transfer.export_json import all_conversation_ids, export_document
+from chatdb.transfer.export_markdown import markdown_document
 
-from .. import output
-from . import refs
-from .options import add_command, open_archive
+from .. import output, refs
+from ..options import add_command, open_archive
 
 DESCRIPTION = """\
 Export conversations (all of them when none is named).

@@ -2,11 +2,11 @@
 
 from dataclasses import asdict
 
-from chatdb.import_source import read_source
-from chatdb.importer import import_bytes
+from chatdb.transfer.source import read_source
+from chatdb.transfer.importer import import_bytes
 
 from .. import output
-from .options import add_command, open_archive
+from ..options import add_command, open_archive
 from .warm import add_warm_options, summary, warm_conversations
 
 DESCRIPTION = """\

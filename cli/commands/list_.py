@@ -3,7 +3,7 @@
 from dataclasses import asdict
 
 from .. import output
-from .options import add_command, open_archive, positive_int
+from ..options import add_command, open_archive, positive_int
 
 
 def register(subparsers) -> None:

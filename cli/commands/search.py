@@ -1,11 +1,10 @@
 """`chatdb search QUERY`: full-text search over every message, best first."""
 
-from chatdb.archive import ROLES
-from chatdb.search import MARK_END, MARK_START, mark, search
+from chatdb.records import ROLES
+from chatdb.search.fulltext import MARK_END, MARK_START, mark, search
 
-from .. import output
-from . import refs
-from .options import add_command, open_archive, positive_int
+from .. import output, refs
+from ..options import add_command, open_archive, positive_int
 
 JSON_MARK = "**"  # around matched words in --json snippets, and in plain text without colour
 

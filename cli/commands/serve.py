@@ -4,8 +4,8 @@ import ipaddress
 import os
 
 from .. import output
-from .model_options import sampling_from
-from .options import add_command, db_path, positive_int
+from ..model_options import sampling_from
+from ..options import add_command, db_path, positive_int
 
 DESCRIPTION = """\
 Serve the OpenAI chat API (POST /v1/chat/completions, streaming or not;

@@ -2,9 +2,8 @@
 
 from dataclasses import asdict
 
-from .. import output
-from . import refs
-from .options import add_command, open_archive
+from .. import output, refs
+from ..options import add_command, open_archive
 
 DESCRIPTION = """\
 Show a conversation's current path, from the first message to its head.

@@ -4,9 +4,9 @@ import argparse
 from dataclasses import asdict
 
 from .. import output
+from ..options import add_command, open_archive, positive_int
 from ..progress import ProgressBar
-from .options import add_command, open_archive, positive_int
-from .refs import conversation
+from ..refs import conversation
 
 DESCRIPTION = """\
 Compute and store the KV state of conversations that have none (an

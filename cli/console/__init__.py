@@ -5,6 +5,7 @@
     stdin_mode.run(session)     -> messages and slash commands read from a pipe
 
 Everything the user types goes through dispatch.handle(): a slash command
-(commands.py and the cmd_* modules) or a message sent to the engine
-(session.py). render.py writes; stats.py keeps the session's figures.
+(slash/) or a message sent to the engine (session.py). screen/ writes
+(render.py) and keeps the session's figures (stats.py). command.py is
+`chatdb chat`, the console's entry among the subcommands.
 """

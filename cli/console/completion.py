@@ -8,9 +8,9 @@ of the last /search), setting (NAME=), path (files), command (for /help).
 from prompt_toolkit.completion import Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 
-from . import commands
-from .cmd_settings import SETTINGS
-from .views import preview
+from .screen.views import preview
+from .slash import table
+from .slash.settings import SETTINGS
 
 RECENT_CONVERSATIONS = 200   # titles offered; /switch itself looks through all
 
@@ -28,7 +28,7 @@ class ConsoleCompleter(Completer):
             yield from self.command_names(text[1:], prefix="/")
             return
         name, _, arg = text[1:].partition(" ")
-        command = commands.table().get(name.casefold())
+        command = table.by_name().get(name.casefold())
         kind = command.complete if command else ""
         if kind == "path":
             yield from self.paths.get_completions(Document(arg, len(arg)), complete_event)
@@ -36,9 +36,9 @@ class ConsoleCompleter(Completer):
             yield from getattr(self, kind)(arg.lstrip())
 
     def command_names(self, word: str, prefix: str = ""):
-        for name in commands.names():
+        for name in table.names():
             if name.startswith(word.casefold()):
-                command = commands.table()[name]
+                command = table.by_name()[name]
                 yield Completion(prefix + name, -len(word) - len(prefix),
                                  display=command.usage, display_meta=command.summary)
 

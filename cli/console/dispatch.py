@@ -9,7 +9,7 @@ import sqlite3
 from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
-from . import commands
+from .slash import table
 
 
 def handle(session, text: str) -> None:
@@ -19,7 +19,7 @@ def handle(session, text: str) -> None:
         if text.startswith("//"):
             session.send(text[1:])
         elif text.startswith("/"):
-            commands.run(session, text.strip())
+            table.run(session, text.strip())
         else:
             session.send(text)
     except ChatdbError as exc:

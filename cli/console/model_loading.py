@@ -4,7 +4,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .render import Renderer, Waiting
+from .screen.render import Renderer, Waiting
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class EngineOptions:
 def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
     """(engine, seconds it took). Shows a progress line if loading takes over a second."""
     from engine.chat import Engine  # llama.cpp: loaded only once the archive is known good
-    from engine.model_path import resolve_model_path
+    from engine.llama.model_path import resolve_model_path
 
     path = resolve_model_path(options.model)
     started = time.perf_counter()
@@ -35,7 +35,7 @@ def swap_engine(render: Renderer, archive, engine, current: EngineOptions, optio
     """(engine, seconds it took, None) for `options`, after closing `engine`; if loading
     fails, (the engine of `current` loaded back, None, the error). The sampling settings
     go over to the new engine."""
-    from engine.model_path import resolve_model_path
+    from engine.llama.model_path import resolve_model_path
 
     resolve_model_path(options.model)  # a wrong path fails before the model is let go
     sampling = engine.sampling

@@ -11,13 +11,13 @@ from chatdb.errors import ChatdbError
 from chatdb.records import Conversation, Message
 from engine.errors import Cancelled
 
-from ..commands.ask import title_of
+from .. import output
 from ..interrupt import Quit, stop_on_sigint
-from .answer_stream import AnswerStream
 from .frontend import Frontend
 from .model_loading import EngineOptions, model_name, swap_engine
-from .render import Renderer, Waiting
-from .stats import SessionStats, turn_line
+from .screen.answer_stream import AnswerStream
+from .screen.render import Renderer, Waiting
+from .screen.stats import SessionStats, turn_line
 
 
 @dataclass
@@ -96,7 +96,7 @@ class Session:
     def ensure_conversation(self, first_text: str) -> int:
         if self.conv_id is None:
             conv = self.archive.create_conversation(
-                self.pending.title or title_of(first_text), system_prompt=self.pending.system,
+                self.pending.title or output.title_of(first_text), system_prompt=self.pending.system,
                 model=model_name(self.engine))
             self.conv_id = conv.id
         return self.conv_id

@@ -6,16 +6,15 @@ at once. Leaving always waits for the KV state to be stored (engine.close).
 
 import sys
 
-from .. import output
+from .. import output, refs
 from ..interrupt import quit_on_signals
-from ..commands import refs
-from ..commands.model_options import sampling_from
-from ..commands.options import open_archive
+from ..model_options import sampling_from
+from ..options import open_archive
 from .model_loading import EngineOptions, backend_phrase, load_engine, model_phrase
-from .refs import UsageError
-from .render import Renderer
+from .screen.render import Renderer
+from .screen.views import show_recent
 from .session import Session
-from .views import show_recent
+from .slash.arguments import UsageError
 
 
 def run(args) -> int:

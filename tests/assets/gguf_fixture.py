@@ -43,7 +43,7 @@ def main(write_model) -> None:
         source = Path(sys.argv[2])
     else:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        from engine.model_path import resolve_model_path
+        from engine.llama.model_path import resolve_model_path
         source = resolve_model_path()
     write_model(Path(sys.argv[1]), source)
 

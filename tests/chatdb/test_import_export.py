@@ -6,9 +6,9 @@ import pytest
 
 from chatdb.archive import Archive
 from chatdb.clock import from_unix
-from chatdb.export import export_document
-from chatdb.import_records import ImportFormatError
-from chatdb.importer import import_bytes, read_document
+from chatdb.transfer.export_json import export_document
+from chatdb.transfer.records import ImportFormatError
+from chatdb.transfer.importer import import_bytes, read_document
 
 
 def _import(archive, document, source="test.json"):

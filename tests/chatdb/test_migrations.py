@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from chatdb import kv
+from chatdb.kv.store import SegmentRef, encode
 from chatdb.archive import Archive
 from chatdb.connection import connect
 from chatdb.errors import SchemaError
@@ -363,14 +363,14 @@ def test_0009_keeps_kv_stored_before_it_readable(db_path, migrations_package, as
     with Archive(connect(db_path, available(older)), db_path) as archive:
         conv = archive.create_conversation("old")
         question = archive.add_message(conv.id, "user", "hello")
-        encoded = kv.encode(raw)
+        encoded = encode(raw)
         archive.conn.execute(   # as the code before 0009 wrote a segment
             "INSERT INTO kv_segments (message_id, fingerprint, kind, n_tokens, codec, raw_size, "
             "checksum, created_at, data) VALUES (?, 'fp', 'rows', 4, ?, ?, ?, '', ?)",
             (question.id, encoded.codec, encoded.raw_size, encoded.checksum, encoded.blob))
 
     with Archive.open(db_path) as archive:
-        assert archive.kv.rows_index(question.id, "fp") == [kv.SegmentRef(question.id, 4, len(raw))]
+        assert archive.kv.rows_index(question.id, "fp") == [SegmentRef(question.id, 4, len(raw))]
         assert bytes(archive.kv.get(question.id, "fp").decode()) == raw
         assert archive.kv.usage("fp").raw_bytes == len(raw)
         # Deleting it (no shared run named) leaves the archive sound.

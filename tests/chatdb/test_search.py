@@ -3,9 +3,9 @@ queries, filters, deletion, and the shortcuts that keep large archives fast."""
 
 import pytest
 
-from chatdb import search as search_module
+from chatdb.search import filters, query, ranking
 from chatdb.errors import NotFound
-from chatdb.search import MARK_END, MARK_START, SearchError, mark, search
+from chatdb.search.fulltext import MARK_END, MARK_START, SearchError, mark, search
 
 FILLER = ["the weather was mild", "we talked about dinner plans", "a note on gardening",
           "trains leave at noon", "nothing much happened today", "some music for later"]
@@ -190,7 +190,7 @@ def test_a_word_said_many_times_is_searched_once(archive, conv):
 
 def test_a_query_of_thousands_of_words_is_refused(archive, conv):
     add(archive, conv.id, " ".join(f"w{i}" for i in range(300)), at=stamp(2))
-    assert len(found(archive, " ".join(f"w{i}" for i in range(search_module.MAX_TERMS)))) == 1
+    assert len(found(archive, " ".join(f"w{i}" for i in range(query.MAX_TERMS)))) == 1
     with pytest.raises(SearchError, match="16,000 different words; at most 256"):
         search(archive.conn, " ".join(f"w{i}" for i in range(16_000)))
 
@@ -334,11 +334,11 @@ def test_search_inside_a_callers_transaction(archive, conv):
 @pytest.fixture
 def large(monkeypatch):
     """Search as if the archive were large: few candidates, common phrases dropped."""
-    monkeypatch.setattr(search_module, "CANDIDATES", 4)
-    monkeypatch.setattr(search_module, "EXACT_BELOW", 0)
-    monkeypatch.setattr(search_module, "COMMON_SAMPLE", 20)
-    monkeypatch.setattr(search_module, "SPAN_GAP", 0)
-    monkeypatch.setattr(search_module, "MAX_SPANS", 2)
+    monkeypatch.setattr(ranking, "CANDIDATES", 4)
+    monkeypatch.setattr(query, "EXACT_BELOW", 0)
+    monkeypatch.setattr(query, "COMMON_SAMPLE", 20)
+    monkeypatch.setattr(filters, "SPAN_GAP", 0)
+    monkeypatch.setattr(filters, "MAX_SPANS", 2)
 
 
 def test_only_the_newest_candidates_are_ranked(archive, conv, large, monkeypatch):
@@ -346,7 +346,7 @@ def test_only_the_newest_candidates_are_ranked(archive, conv, large, monkeypatch
     newer = [add(archive, conv.id, f"an owl in a sentence number {i}", at=stamp(3, i)).id
              for i in range(6)]
     assert found(archive, "owl", limit=3) == newer[:-4:-1]  # of the newest 4, newest first
-    monkeypatch.setattr(search_module, "CANDIDATES", 1000)
+    monkeypatch.setattr(ranking, "CANDIDATES", 1000)
     assert found(archive, "owl", limit=3)[0] == best_but_old.id
 
 
@@ -355,7 +355,7 @@ def test_a_phrase_in_most_messages_does_not_score(archive, conv, large):
         add(archive, conv.id, f"the message {i} says the same thing", at=stamp(2, i))
     rare_once = add(archive, conv.id, "the heron", at=stamp(3))
     rare_twice = add(archive, conv.id, "the heron and the heron", at=stamp(4))
-    assert search_module.scoring_expression(archive.conn, "the heron") == "heron"
+    assert query.scoring_expression(archive.conn, "the heron") == "heron"
     hits = search(archive.conn, "the heron")
     assert [h.message_id for h in hits] == [rare_twice.id, rare_once.id]
     assert hits[0].score < hits[1].score < 0

@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-from chatdb.kv import CorruptKV
-from chatdb.kvcodec import decode, encode
+from chatdb.kv.store import CorruptKV
+from chatdb.kv.codec import decode, encode
 
 TOK = "smollm2/chatml"
 FP = "model-a/ctx8192/f16/flash"

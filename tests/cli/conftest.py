@@ -45,7 +45,7 @@ class SharedModel:
 
     @staticmethod
     def _renderer():
-        from cli.console.render import Renderer
+        from cli.console.screen.render import Renderer
 
         return Renderer(out=io.StringIO(), err=io.StringIO(), color=False)
 

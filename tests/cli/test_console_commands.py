@@ -15,10 +15,11 @@ import pytest
 
 from chatdb.archive import Archive
 from chatdb.clock import now
-from cli.console import commands, stdin_mode
-from cli.console.render import Renderer
+from cli.console.slash import table
+from cli.console import stdin_mode
+from cli.console.screen.render import Renderer
 from cli.console.session import Session
-from engine.sampling import SamplingSettings
+from engine.llama.sampling import SamplingSettings
 
 from .conftest import SharedModel
 
@@ -85,12 +86,12 @@ def new(console, first="Hello there", title=""):
 
 def test_help_lists_every_command_and_the_keys(console):
     out, _ = console.ok("/help\n")
-    for name in commands.names():
+    for name in table.names():
         assert f"/{name}" in out
     for name in ("new", "list", "switch", "rename", "delete", "history", "branches", "search",
                  "open", "fork", "edit", "retry", "back", "system", "model", "set", "stats",
                  "export", "help", "quit"):
-        assert name in commands.names()
+        assert name in table.names()
     assert "Alt-Enter" in out and "Ctrl-R" in out and "$EDITOR" in out
 
 
@@ -336,7 +337,7 @@ def test_system_on_a_new_conversation_becomes_its_root(console):
 
 
 def test_system_on_a_saved_empty_conversation_is_the_root_everyone_reads(console, cli_env):
-    from chatdb.export import export_document
+    from chatdb.transfer.export_json import export_document
     from .conftest import Chatdb
 
     empty = console.archive.create_conversation("empty", system_prompt="Old prompt.")

@@ -19,7 +19,7 @@ from prompt_toolkit.output import DummyOutput
 from cli.console import app
 from cli.console.completion import ConsoleCompleter
 from cli.console.history_file import ensure_private, history_path
-from engine.sampling import SamplingSettings
+from engine.llama.sampling import SamplingSettings
 
 from ..polling import wait_until
 

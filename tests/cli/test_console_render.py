@@ -3,9 +3,9 @@
 import io
 import re
 
-from cli.console.render import CLEAR_LINE, Renderer, Waiting
-from cli.console.answer_stream import AnswerStream
-from cli.console.stats import SessionStats, percentile, turn_line
+from cli.console.screen.render import CLEAR_LINE, Renderer, Waiting
+from cli.console.screen.answer_stream import AnswerStream
+from cli.console.screen.stats import SessionStats, percentile, turn_line
 from engine.chat import TurnResult
 
 from ..polling import wait_until

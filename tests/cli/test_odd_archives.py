@@ -8,8 +8,8 @@ import zipfile
 import pytest
 
 from chatdb.archive import Archive
-from chatdb.import_records import ImportFormatError
-from chatdb.import_source import TooLarge, read_source
+from chatdb.transfer.records import ImportFormatError
+from chatdb.transfer.source import TooLarge, read_source
 
 # Root ignores file modes; without its capabilities it is held to them like anyone.
 AS_USER = (["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if os.geteuid() == 0 else [])

@@ -9,8 +9,8 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.chat import Engine
-from engine.model_path import resolve_model_path
-from engine.sampling import SamplingSettings
+from engine.llama.model_path import resolve_model_path
+from engine.llama.sampling import SamplingSettings
 
 from ..chatdb_command import DRAFT, chatdb_argv, python_path
 

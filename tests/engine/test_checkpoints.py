@@ -4,7 +4,7 @@ The writer is given opaque state bytes (a snapshot is stored as it is) on a
 real archive; what is kept depends only on the tree and the token counts.
 """
 
-from engine.kvwriter import KVWriter, StoreJob, superseded_by
+from engine.kv.writer import KVWriter, StoreJob, superseded_by
 
 FP = "fp-test"
 STATE = memoryview(bytes(range(256)) * 64)   # 16 KiB stands in for a state

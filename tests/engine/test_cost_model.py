@@ -2,9 +2,9 @@
 
 import random
 
-from engine import cpu_costs, tuning
-from engine.cost_model import MAX_WEIGHT, CostModel
-from engine.sampling import SamplingSettings
+from engine.machine import cpu_costs, tuning
+from engine.machine.cost_model import MAX_WEIGHT, CostModel
+from engine.llama.sampling import SamplingSettings
 
 TRUE = CostModel((8.0, 0.004), (5.0, 0.003, 2.5, 0.0012))   # a machine unlike the prior
 

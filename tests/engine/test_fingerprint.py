@@ -2,9 +2,9 @@
 
 import llama_cpp
 
-from engine import kvlayout
-from engine.fingerprint import kv_config_fingerprint, kv_fingerprint
-from engine.model import ContextConfig
+from engine.state import kvlayout
+from engine.kv.fingerprint import kv_config_fingerprint, kv_fingerprint
+from engine.llama.model import ContextConfig
 
 CONFIG = ContextConfig(n_ctx=2048, n_batch=512, n_threads=2, flash_attn=False,
                        type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16)

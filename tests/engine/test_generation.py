@@ -10,8 +10,8 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.errors import PromptTooLong
-from engine.generate import generate
-from engine.sampling import SamplingSettings
+from engine.decode.generate import generate
+from engine.llama.sampling import SamplingSettings
 
 from ..chatdb_command import chatdb_argv, python_path
 from .conftest import ROOT

@@ -8,7 +8,7 @@ weights mean. Answers are compared with answers computed another way.
 
 import pytest
 
-from engine import recurrent_layout
+from engine.state import recurrent_layout
 
 from .checkpoint_chats import (ARGS, assert_fork_restores_the_first_stretch, live_states,
                                past_a_stretch, segments)

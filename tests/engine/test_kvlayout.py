@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from engine import kvlayout, segment_split
-from engine.decode import Decoder
-from engine.model import ContextConfig, Model
-from engine.row_round_trip import round_trip
-from engine.sampling import Sampler, SamplingSettings
+from engine.state import kvlayout, segment_split
+from engine.llama.decoder import Decoder
+from engine.llama.model import ContextConfig, Model
+from engine.state.row_round_trip import round_trip
+from engine.llama.sampling import Sampler, SamplingSettings
 
 
 @pytest.fixture(params=[True, False], ids=["flash-attn", "v-transposed"])

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from engine.kvwriter import KVWriter, StoreJob
+from engine.kv.writer import KVWriter, StoreJob
 
 def _snapshot_job(message_id: int, payload: bytes = b"kv" * 512, kind: str = "snapshot") -> StoreJob:
     return StoreJob(memoryview(payload), "fp", [(message_id, 0, len(payload))], kind, 1)

@@ -3,9 +3,9 @@
 import pytest
 
 from engine.errors import EngineError
-from engine.gguf_header import ModelFacts, read_facts
-from engine.hardware import Device, HardwareReport
-from engine.settings import GPU_HEADROOM, MIN_FULL_CTX, plan
+from engine.llama.gguf_header import ModelFacts, read_facts
+from engine.machine.hardware import Device, HardwareReport
+from engine.machine.offload_plan import GPU_HEADROOM, MIN_FULL_CTX, plan
 
 MiB, GiB = 1 << 20, 1 << 30
 FACTS = ModelFacts(arch="llama", n_layer=32, n_ctx_train=32768, kv_bytes_per_token=128 * 1024,

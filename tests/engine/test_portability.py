@@ -11,26 +11,26 @@ import sys
 
 import pytest
 
-from engine import hardware, machine
-from engine.threads import ThreadTuner
+from engine.machine import cpus, hardware
+from engine.machine.threads import ThreadTuner
 
 
 @pytest.fixture
 def not_linux(monkeypatch, tmp_path):
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     monkeypatch.delattr(os, "getloadavg", raising=False)
-    monkeypatch.setattr(machine, "PROC", tmp_path / "proc")
-    monkeypatch.setattr(machine, "SYS", tmp_path / "sys")
+    monkeypatch.setattr(cpus, "PROC", tmp_path / "proc")
+    monkeypatch.setattr(cpus, "SYS", tmp_path / "sys")
 
 
 def test_cpu_readings_fall_back(not_linux):
-    assert machine.allowed_cpus() == list(range(os.cpu_count()))
-    assert 1 <= machine.physical_cores() <= os.cpu_count()
-    assert machine.cpu_quota() is None
-    assert machine.cpu_model()
-    snap = machine.snapshot()
+    assert cpus.allowed_cpus() == list(range(os.cpu_count()))
+    assert 1 <= cpus.physical_cores() <= os.cpu_count()
+    assert cpus.cpu_quota() is None
+    assert cpus.cpu_model()
+    snap = cpus.snapshot()
     assert snap.cpus is None and snap.load is None
-    assert machine.others_busy(snap, machine.snapshot(), [0]) == (None, "no load reading on this system")
+    assert cpus.others_busy(snap, cpus.snapshot(), [0]) == (None, "no load reading on this system")
 
 
 def test_threads_are_chosen_without_readings(not_linux):
@@ -42,8 +42,8 @@ def test_threads_are_chosen_without_readings(not_linux):
 
 def test_the_load_average_stands_in_for_proc_stat(not_linux, monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0), raising=False)
-    snap = machine.snapshot()
-    others, source = machine.others_busy(snap, machine.snapshot(), [0, 1])
+    snap = cpus.snapshot()
+    others, source = cpus.others_busy(snap, cpus.snapshot(), [0, 1])
     assert source == "load average" and 0 < others <= 1.0
 
 
@@ -54,33 +54,33 @@ def test_the_hardware_report_without_linux(not_linux):
 
 
 def test_cgroup_quota_files(monkeypatch, tmp_path):
-    monkeypatch.setattr(machine, "PROC", tmp_path / "proc")
-    monkeypatch.setattr(machine, "SYS", tmp_path / "sys")
+    monkeypatch.setattr(cpus, "PROC", tmp_path / "proc")
+    monkeypatch.setattr(cpus, "SYS", tmp_path / "sys")
     (tmp_path / "proc/self").mkdir(parents=True)
     (tmp_path / "proc/self/cgroup").write_text("0::/user.slice/chat.scope\n")
     scope = tmp_path / "sys/fs/cgroup/user.slice/chat.scope"
     scope.mkdir(parents=True)
     (scope / "cpu.max").write_text("150000 100000\n")
-    assert machine.cpu_quota() == 1.5
+    assert cpus.cpu_quota() == 1.5
     (scope / "cpu.max").write_text("max 100000\n")
-    assert machine.cpu_quota() is None
+    assert cpus.cpu_quota() is None
     (scope / "cpu.max").unlink()
     v1 = tmp_path / "sys/fs/cgroup/cpu"
     v1.mkdir(parents=True)
     (v1 / "cpu.cfs_quota_us").write_text("300000\n")
     (v1 / "cpu.cfs_period_us").write_text("100000\n")
-    assert machine.cpu_quota() == 3.0
+    assert cpus.cpu_quota() == 3.0
 
 
 def test_hyperthreads_count_once(monkeypatch, tmp_path):
-    monkeypatch.setattr(machine, "SYS", tmp_path)
+    monkeypatch.setattr(cpus, "SYS", tmp_path)
     for cpu, core in ((0, 0), (1, 0), (2, 1), (3, 1)):
         topo = tmp_path / f"devices/system/cpu/cpu{cpu}/topology"
         topo.mkdir(parents=True)
         (topo / "physical_package_id").write_text("0\n")
         (topo / "core_id").write_text(f"{core}\n")
-    assert machine.physical_cores([0, 1, 2, 3]) == 2
-    assert machine.physical_cores([0, 1]) == 1
+    assert cpus.physical_cores([0, 1, 2, 3]) == 2
+    assert cpus.physical_cores([0, 1]) == 1
 
 
 def test_the_console_imports_without_termios(monkeypatch):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.prefill_pace import FIRST_CHUNK, LEAST_CHUNK, PrefillPace, share
+from engine.batching.prefill_pace import FIRST_CHUNK, LEAST_CHUNK, PrefillPace, share
 
 
 def steps(pace, fixed, per_token, sizes):

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from engine.prompt import as_chat
-from engine.template import CHATML, ChatTemplate, TemplateUnstable
+from engine.prompt.path_tokens import as_chat
+from engine.prompt.template import CHATML, ChatTemplate, TemplateUnstable
 
 import pytest
 
@@ -23,7 +23,7 @@ def test_concatenation_equals_whole_tokenization(open_engine, system):
     path = archive.messages(conv.id)
     per_message = engine.prompts.path_tokens(path)
     assert per_message.stable
-    whole = engine.model.tokenize(engine.model.template.render(as_chat(path), True))
+    whole = engine.model.tokenize(engine.chat_format.template.render(as_chat(path), True))
     opening = engine.prompts.generation_tokens(path)
     assert per_message.flat().tolist() + opening == whole
     # Stored: a second call reads the same arrays back from the archive.

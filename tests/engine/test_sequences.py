@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from chatdb.archive import Archive
-from engine.generate import generate
-from engine.kvcache import KVCache, archive_source
-from engine.layout_check import check_layout
-from engine.memory_states import MemoryStates
-from engine.model import ContextConfig, Model
-from engine.sampling import Sampler, SamplingSettings
-from engine.sequence import Sequence
+from engine.decode.generate import generate
+from engine.kv.cache import KVCache, archive_source
+from engine.kv.layout_check import check_layout
+from engine.kv.memory_states import MemoryStates
+from engine.llama.model import ContextConfig, Model
+from engine.llama.sampling import Sampler, SamplingSettings
+from engine.llama.sequence import Sequence
 
 GREEDY = SamplingSettings(temperature=0)
 

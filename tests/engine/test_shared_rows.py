@@ -1,4 +1,4 @@
-"""Siblings keep the leading KV rows they hold alike once (engine/row_sharing.py).
+"""Siblings keep the leading KV rows they hold alike once (engine/kv/row_sharing.py).
 
 Questions asked from the same point begin with the same template tokens at
 the same positions after the same state, so their first rows are the same

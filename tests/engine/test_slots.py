@@ -7,8 +7,8 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.chat import Engine
-from engine.slots import SlotScheduler
-from engine.turns import Turn
+from engine.batching.scheduler import SlotScheduler
+from engine.batching.turns import Turn
 
 from .conftest import GREEDY
 

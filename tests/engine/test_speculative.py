@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from chatdb.archive import Archive
-from engine import cpu_costs
-from engine.draft_policy import PAUSE_MIN, DraftPolicy
+from engine.machine import cpu_costs
+from engine.decode.draft_policy import PAUSE_MIN, DraftPolicy
 from engine.errors import EngineError
-from engine.generate import generate
-from engine.lookup import LookupDrafter
-from engine.sampling import Sampler, SamplingSettings
+from engine.decode.generate import generate
+from engine.decode.lookup import LookupDrafter
+from engine.llama.sampling import Sampler, SamplingSettings
 
 from .conftest import run_chatdb
 
@@ -23,7 +23,7 @@ COPY_TASK = f"Repeat this code exactly:\n```python\n{CODE}\n```"
 def _prompt(engine, text):
     chat = [{"role": "user", "content": text}]
     return np.asarray(engine.prompts.piece_tokens([], chat[0])
-                      + engine.model.tokenize(engine.model.template.generation_prompt(chat)), np.int32)
+                      + engine.model.tokenize(engine.chat_format.template.generation_prompt(chat)), np.int32)
 
 
 def _generate(engine, prompt, settings, drafter=None, n=120):

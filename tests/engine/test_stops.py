@@ -1,6 +1,6 @@
 """Stop strings: the answer ends before the first one, and no part of it is streamed."""
 
-from engine.stops import StopText
+from engine.decode.stop_strings import StopText
 
 
 def stream(pieces, stops):

@@ -1,14 +1,14 @@
 """A sequence of a context with a KV stream per sequence stores and restores the state a
 one-sequence context has: the server's KV resumes in the console, and the console's in
-the server (engine/streams.py)."""
+the server (engine/llama/state_streams.py)."""
 
 import numpy as np
 import pytest
 
-from engine import streams
-from engine.model import ContextConfig, Model
-from engine.sampling import Sampler, SamplingSettings
-from engine.sequence import Sequence
+from engine.llama import state_streams
+from engine.llama.model import ContextConfig, Model
+from engine.llama.sampling import Sampler, SamplingSettings
+from engine.llama.sequence import Sequence
 
 PROMPT = ("<|im_start|>user\nName three rivers and say where each one starts.<|im_end|>\n"
           "<|im_start|>assistant\n")
@@ -87,20 +87,20 @@ def test_the_conversion_round_trips_and_checks_its_input(model_path):
     try:
         seq = _filled(single, 0, single.tokenize(PROMPT))
         state = np.frombuffer(bytes(seq.state()), np.uint8)
-        spread = streams.to_streams(state, 4, parts=1)
+        spread = state_streams.to_streams(state, 4, parts=1)
         assert len(spread) == len(state) + 12
-        assert streams.to_single(spread, 4, parts=1).tobytes() == state.tobytes()
+        assert state_streams.to_single(spread, 4, parts=1).tobytes() == state.tobytes()
         with pytest.raises(ValueError):
-            streams.to_single(state, 4, parts=1)        # lists one stream, not four
+            state_streams.to_single(state, 4, parts=1)        # lists one stream, not four
         with pytest.raises(ValueError):
-            streams.to_streams(state[:-3], 4, parts=1)  # cut short
+            state_streams.to_streams(state[:-3], 4, parts=1)  # cut short
         seq.close()
     finally:
         single.close()
 
 
 def test_sliding_window_states_convert_too(gemma_path):
-    """Gemma 3's state has two caches (full attention, then sliding window), each listing streams."""
+    """Gemma 3's state has two caches (full attention, then sliding window), each listing state_streams."""
     shared, single = _model(gemma_path, 2), _model(gemma_path, 1)
     seqs = []
     try:
@@ -122,7 +122,7 @@ def test_sliding_window_states_convert_too(gemma_path):
 def test_sequences_decoded_in_one_batch_answer_as_each_alone(model_path):
     """One forward pass per step for three sequences, one of them joining late with its
     whole prompt: each greedy answer is the one it gets alone (a KV stream each)."""
-    from engine.batch import MultiBatch
+    from engine.llama.batch import MultiBatch
 
     prompts = [f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
                for q in ("Name a colour.", "Tell me about the sea.", "What is two plus two?")]

@@ -3,7 +3,7 @@
 import pytest
 
 from engine.errors import EngineError
-from engine.model import Model
+from engine.llama.model import Model
 
 # A user message renders with a mark only while it is the last one (as some
 # templates treat "the current query"): answering it changes the text before.

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from engine import machine
+from engine.machine import cpus
 from engine.errors import EngineError
-from engine.threads import Readings, ThreadTuner, choose, override_from
+from engine.machine.threads import Readings, ThreadTuner, choose, override_from
 
 
 def readings(cores=2, others=0.0, quota=None, allowed=None):
@@ -65,7 +65,7 @@ class Probe:
 
     def __init__(self):
         self.cpus, self.physical, self.quota = [0, 1], 2, None
-        self.now = machine.Snapshot(0.0, 0.0, {0: (0, 0), 1: (0, 0)}, None)
+        self.now = cpus.Snapshot(0.0, 0.0, {0: (0, 0), 1: (0, 0)}, None)
 
     def snapshot(self):
         return self.now
@@ -74,7 +74,7 @@ class Probe:
         """`seconds` pass; CPU0 and CPU1 were busy these shares of them; we ran `own` seconds."""
         t = int(seconds * 100)
         (b0, t0), (b1, t1) = self.now.cpus[0], self.now.cpus[1]
-        self.now = machine.Snapshot(self.now.wall + seconds, self.now.own_cpu + own,
+        self.now = cpus.Snapshot(self.now.wall + seconds, self.now.own_cpu + own,
                                     {0: (b0 + int(t * busy0), t0 + t), 1: (b1 + int(t * busy1), t1 + t)},
                                     None)
 
@@ -106,12 +106,12 @@ def test_an_override_is_never_rechecked():
     assert tuner.recheck() is None and tuner.choice.decode == 2
 
 
-@pytest.mark.skipif(machine.snapshot().cpus is None, reason="no /proc/stat here")
+@pytest.mark.skipif(cpus.snapshot().cpus is None, reason="no /proc/stat here")
 def test_a_real_competitor_process_is_seen_as_busy():
-    cpus = machine.allowed_cpus()
-    before = machine.snapshot()
+    allowed = cpus.allowed_cpus()
+    before = cpus.snapshot()
     spin = "import time\nend = time.process_time() + 0.8\nwhile time.process_time() < end: pass"
     subprocess.run([sys.executable, "-c", spin], timeout=60, check=True)
-    others, source = machine.others_busy(before, machine.snapshot(), cpus)
+    others, source = cpus.others_busy(before, cpus.snapshot(), allowed)
     assert source.startswith("/proc/stat")
     assert others >= 0.5  # it ran 0.8 s of CPU in a little more than that (other load only adds)

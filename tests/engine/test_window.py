@@ -3,8 +3,8 @@
 import numpy as np
 
 from chatdb.records import Message
-from engine.prompt import PathTokens
-from engine.window import fit_window
+from engine.prompt.path_tokens import PathTokens
+from engine.prompt.window import fit_window
 
 
 def _path(lengths, system=True):

@@ -15,8 +15,8 @@ from bare_batch import BareBatch  # noqa: E402
 from serve_clients import (chatdb_server, chatdb_threads, concurrent, stream_chat,  # noqa: E402
                            together_rate)
 
-from engine.model_path import resolve_model_path  # noqa: E402
-from engine.threads import ThreadTuner  # noqa: E402
+from engine.llama.model_path import resolve_model_path  # noqa: E402
+from engine.machine.threads import ThreadTuner  # noqa: E402
 
 
 @pytest.mark.timeout(600)

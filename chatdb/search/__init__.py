@@ -1,0 +1,1 @@
+"""Searching every message: the full-text index, queries, filters, ranking and snippets."""

@@ -1,0 +1,162 @@
+"""What every import format is read into before anything is written.
+
+A reader (import_json, import_chatgpt) turns a document into a list of
+ConversationRecord, checking shapes as it goes and failing with an
+ImportFormatError that says where; only then does import_writer touch the
+archive. Messages and conversations are identified by uid, so importing the
+same file twice finds everything already there.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..errors import ChatdbError
+
+
+class ImportFormatError(ChatdbError):
+    """A file that cannot be imported: the message says what and where."""
+
+
+@dataclass
+class MessageRecord:
+    uid: str
+    parent_uid: "str | None"
+    role: str
+    content: str
+    created_at: str
+    status: str = "complete"
+    meta: dict = field(default_factory=dict)
+    # The conversation that wrote the message (forks share their ancestors'
+    # messages); None when no conversation owns it any more.
+    owner_uid: "str | None" = None
+    where: str = ""  # e.g. 'conversation 3 ("Trip"): message "3f2a"', for errors
+
+
+@dataclass
+class ConversationRecord:
+    uid: str
+    title: str
+    created_at: str
+    updated_at: str
+    head_uid: "str | None"
+    messages: list[MessageRecord]
+    model: "str | None" = None
+    meta: dict = field(default_factory=dict)
+    where: str = ""  # e.g. 'conversation 3 ("Trip")'
+    skipped: int = 0  # entries of the file the reader left out (not text, tool calls)
+
+
+def conversation_label(number: int, title) -> str:
+    """How errors name the number-th conversation of a file (counting from 1)."""
+    if isinstance(title, str) and title:
+        shown = title if len(title) <= 40 else title[:39] + "…"
+        return f'conversation {number} ("{shown}")'
+    return f"conversation {number}"
+
+
+def parents_first(items: list, key, parent) -> tuple[list, "object | None"]:
+    """`items` in their order, except that one waits for its parent.
+
+    `key(item)` names an item, `parent(item)` names its parent; a parent not
+    among the items counts as placed. Returns (order, looped): looped is None,
+    or an item whose parent links go round in a circle (nothing is placed then).
+    """
+    by_key = {key(item): item for item in items}
+    order, placed, waiting = [], set(), defaultdict(list)
+    for item in items:
+        above = parent(item)
+        if above in by_key and above not in placed:
+            waiting[above].append(item)
+            continue
+        stack = [item]
+        while stack:  # place it, then whatever was waiting for it
+            current = stack.pop()
+            order.append(current)
+            placed.add(key(current))
+            stack.extend(reversed(waiting.pop(key(current), [])))
+    if not waiting:
+        return order, None
+    # Everything left waits on something left: going up from any of it ends in the circle.
+    current, seen = next(iter(waiting.values()))[0], set()
+    while key(current) not in seen:
+        seen.add(key(current))
+        current = by_key[parent(current)]
+    return order, current
+
+
+def fail(where: str, problem: str) -> "ImportFormatError":
+    return ImportFormatError(f"{where}: {problem}" if where else problem)
+
+
+def get(obj: dict, key: str, kinds: "type | tuple", where: str, *, required: bool = True):
+    """obj[key] checked against `kinds`; a missing or null value is None unless required."""
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise fail(where, f'missing "{key}"')
+        return None
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
+        raise fail(where, f'"{key}" is {_describe(value)}, expected {_kind_names(kinds)}')
+    return value
+
+
+CONVERSATION_TEXT = ("uid", "title", "head_uid", "system_prompt", "model")
+MESSAGE_TEXT = ("uid", "parent_uid", "content", "owner_uid")
+
+
+def check_text(records: list[ConversationRecord]) -> None:
+    """Every string SQLite will store is UTF-8-encodable: JSON's "\\ud800" escape
+    reads as a lone surrogate, which no text column can hold."""
+    for record in records:
+        _check_fields(record, CONVERSATION_TEXT, record.where)
+        for message in record.messages:
+            _check_fields(message, MESSAGE_TEXT, message.where)
+
+
+def _check_fields(record, names: tuple, where: str) -> None:
+    for name in names:
+        value = getattr(record, name, None)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise fail(where, f'"{_json_name(name)}" holds a lone surrogate '
+                                  f'\\u{ord(value[exc.start]):04x} at character {exc.start + 1}, '
+                                  "which is not text") from None
+
+
+def _json_name(field_name: str) -> str:
+    return {"head_uid": "head", "parent_uid": "parent", "owner_uid": "conversation"}.get(
+        field_name, field_name)
+
+
+def timestamp(obj: dict, key: str, where: str) -> str:
+    """An ISO 8601 timestamp, kept as written so a round trip changes nothing."""
+    value = get(obj, key, str, where)
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(where, f'"{key}" is not an ISO 8601 time: {value!r}') from None
+    return value
+
+
+def _as_tuple(kinds) -> tuple:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object",
+         list: "a list", bool: "true or false"}
+
+
+def _kind_names(kinds) -> str:
+    kinds = _as_tuple(kinds)
+    if float in kinds:  # (int, float) reads as "a number"
+        kinds = tuple(k for k in kinds if k is not int)
+    return " or ".join(NAMES.get(k, k.__name__) for k in kinds)
+
+
+def _describe(value) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    return NAMES.get(type(value), type(value).__name__)

@@ -1,0 +1,1 @@
+"""How the console writes: answers streamed, messages and trees shown, the figures."""

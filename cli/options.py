@@ -1,0 +1,66 @@
+"""What every subcommand's parser shares: --db, --json, and opening the archive.
+
+--db belongs to the root parser and to each subcommand's, so that both
+`chatdb --db x list` and `chatdb list --db x` work. Its default is
+SUPPRESS: a subcommand that was not given --db then keeps the root's value
+instead of overwriting it with a default.
+"""
+
+import argparse
+import sqlite3
+from pathlib import Path
+
+from chatdb.archive import Archive
+from chatdb.errors import ChatdbError
+from chatdb.paths import default_db_path
+
+from . import output
+
+DB_HELP = "the archive file (default: $CHATDB_DB, else $XDG_DATA_HOME/chatdb/chatdb.db)"
+
+
+def db_options() -> argparse.ArgumentParser:
+    """A parent parser holding the global options."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help=DB_HELP)
+    return parent
+
+
+def add_command(subparsers, name: str, run, *, help: str, description: "str | None" = None,
+                json_help: "str | None" = "print one JSON document instead of text"
+                ) -> argparse.ArgumentParser:
+    """A subcommand parser with the global options; `run(args) -> int` runs it."""
+    parser = subparsers.add_parser(name, help=help, description=description or help,
+                                   parents=[db_options()],
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    if json_help:
+        parser.add_argument("--json", action="store_true", help=json_help)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def db_path(args: argparse.Namespace) -> Path:
+    db = getattr(args, "db", None)
+    return Path(db).expanduser() if db else default_db_path()
+
+
+def open_archive(args: argparse.Namespace) -> Archive:
+    path = db_path(args)
+    try:
+        archive = Archive.open(path)
+    except sqlite3.Error as exc:  # e.g. a directory, or no permission
+        raise ChatdbError(f"{path}: {exc}") from None
+    if archive.tightened:  # the file first; its -wal and -shm follow its mode
+        output.warning(str(archive.tightened[0]))  # once: the next open finds it private
+    return archive
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: 1, 2, 3..."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
+    return value

@@ -1,0 +1,42 @@
+"""A turn asked for by a client: its whole message list, placed in the tree, then answered.
+
+The front-end (the HTTP server) builds a Turn; the engine's thread
+(scheduler.py) places its messages (chatdb.message_match: only what the archive lacks is added)
+and answers the last one, streaming through `on_text` and ending with
+`on_done(result)` or `on_error(exception)`. Both callbacks run on the
+engine's thread.
+"""
+
+import threading
+from dataclasses import dataclass, field
+
+from chatdb.message_match import Placement
+
+from ..llama.sampling import SamplingSettings
+
+
+@dataclass
+class Turn:
+    messages: list[tuple[str, str]]       # (role, content), system/user/assistant
+    sampling: SamplingSettings
+    stop: list[str] = field(default_factory=list)
+    title: str = ""
+    meta: dict = field(default_factory=dict)    # of a new conversation: which client made it
+    on_text: "callable" = None
+    on_done: "callable" = None
+    on_error: "callable" = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class TurnOutcome:
+    placement: Placement
+    result: "object"          # engine.chat.TurnResult
+    # How it was batched: the most sequences one of its forward passes held, the passes
+    # that read its prompt, and the fewest sequences one of those held.
+    batch: dict = field(default_factory=dict)
+
+
+class TurnCancelled(Exception):
+    """The client went away before its turn began: nothing was written."""
+

@@ -1,0 +1,1 @@
+"""Generating an answer: the decode loop, stop strings, and speculative decoding."""

@@ -1,0 +1,78 @@
+"""The start-up check that a model's KV can be cut into per-token rows.
+
+Plain attention: a tiny live state cut at a message boundary comes back
+byte for byte through the path restores take (row_round_trip). Interleaved
+sliding-window attention: the state rebuilt from two segments (its
+sliding-window cache widened to every position) is loaded into llama.cpp,
+and the state llama.cpp then writes must be the live one, byte for byte.
+Hybrid (attention and recurrent layers): the attention part makes the plain
+round trip, and the state rebuilt from its rows and the recurrent part
+(recurrent_layout) must read back from llama.cpp as the live one, byte for
+byte. Anything else, or any mismatch, keeps whole snapshots.
+"""
+
+from ..llama.decoder import Decoder
+from ..llama.model import Model
+from ..state import kvlayout, recurrent_layout
+from ..state.row_round_trip import round_trip
+
+PROBE = "chatdb layout check: one two three"
+
+ROWS, WINDOW, CHECKPOINT, SNAPSHOT = "rows", "rows+window", "rows+checkpoint", "snapshot"
+ROW_MODES = (ROWS, WINDOW, CHECKPOINT)   # the modes that store rows
+# How each KV mode keeps a conversation's state (chatdb doctor).
+STORED_AS = {ROWS: "rows", WINDOW: "rows + window", CHECKPOINT: "rows + checkpoints",
+             SNAPSHOT: "snapshots"}
+
+
+def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, str]":
+    """(layout, its KV mode) if a tiny live state round-trips, else (None, 'snapshot')."""
+    kind = model.memory_kind()
+    if kind not in ("attention", "iswa", "hybrid") or (kind == "hybrid" and model.n_swa):
+        return None, SNAPSHOT
+    probe = model.tokenize(PROBE)
+    decoder = Decoder(model)
+    try:
+        decoder.prefill(probe, 0)
+        state = model.get_state()
+        if kind == "attention":
+            return round_trip(model, state, split=len(probe) // 2), ROWS
+        if kind == "hybrid":
+            return _verify_checkpoint(model, state, len(probe) // 2), CHECKPOINT
+        return _verify_window(model, state, len(probe) // 2), WINDOW
+    except kvlayout.LayoutMismatch as exc:
+        warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
+        return None, SNAPSHOT
+    finally:
+        decoder.close()
+        model.clear()
+
+
+def _verify_window(model: Model, state, split: int) -> kvlayout.Layout:
+    """Rebuild `state` from two segments, load it, and compare what llama.cpp writes back."""
+    live = bytes(state)
+    layout = kvlayout.parse(live, window=model.n_swa)
+    n = layout.n_cells
+    segments = [kvlayout.cut(live, layout, 0, split), kvlayout.cut(live, layout, split, n)]
+    rebuilt = kvlayout.assemble(layout, segments, n, [split, n - split])
+    if not model.set_state(rebuilt):
+        raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
+    if bytes(model.get_state()) != live:
+        raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")
+    return layout
+
+
+def _verify_checkpoint(model: Model, state, split: int) -> kvlayout.Layout:
+    """Rebuild a hybrid `state` from its attention rows and its recurrent part, load it,
+    and compare what llama.cpp writes back; the layout of the attention part."""
+    live = bytes(state)
+    _, attention, recurrent = recurrent_layout.split(live)
+    layout = round_trip(model, attention, split)
+    n = layout.n_cells
+    rows = kvlayout.assemble(layout, [kvlayout.cut(attention, layout, 0, split),
+                                      kvlayout.cut(attention, layout, split, n)], n)
+    if not model.set_state(recurrent_layout.join(rows, recurrent)):
+        raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
+    if bytes(model.get_state()) != live:
+        raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")
+    return layout

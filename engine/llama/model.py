@@ -1,0 +1,245 @@
+"""A loaded GGUF model and its context: tokenizer, special tokens, KV memory.
+
+Built on llama-cpp-python's thin wrappers of llama.cpp's C API (the same
+calls as llama.cpp's examples/simple), not on its high-level Llama class:
+chatdb owns the decode loop and the KV cache.
+"""
+
+import ctypes
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import llama_cpp
+import numpy as np
+from llama_cpp._internals import LlamaContext, LlamaModel
+
+from ..errors import EngineError
+from . import state_streams
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    n_ctx: int
+    n_batch: int
+    n_threads: int
+    flash_attn: bool
+    type_k: int = llama_cpp.GGML_TYPE_F16
+    type_v: int = llama_cpp.GGML_TYPE_F16
+    n_gpu_layers: int = 0
+    n_threads_batch: "int | None" = None     # prefill threads; None: as n_threads
+    n_seq_max: int = 1        # sequences the context holds at once (sequence.py)
+
+
+class Model:
+    """One model file loaded with one context; its KV is kept per sequence (sequence.py)."""
+
+    def __init__(self, path: str, config: ContextConfig):
+        self.path, self.config = path, config
+        llama_cpp.llama_backend_init()
+        llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = config.n_gpu_layers
+        try:
+            self._model = LlamaModel(path_model=path, params=mparams, verbose=False)
+        except ValueError as exc:
+            raise EngineError(f"could not load model {path}: {exc}") from None
+        self.model = self._model.model
+        n_ctx = min(config.n_ctx, self._model.n_ctx_train())
+        # Several sequences only where their states convert to the one-stream form (state_streams.py).
+        n_seq = config.n_seq_max if STATE_PARTS.get(self.memory_kind()) else 1
+        self.config = config = ContextConfig(**{**config.__dict__, "n_ctx": n_ctx, "n_seq_max": n_seq})
+        cparams = llama_cpp.llama_context_default_params()
+        # n_ctx is each sequence's: a KV stream of that size per sequence.
+        cparams.n_ctx, cparams.n_batch, cparams.n_ubatch = n_ctx * n_seq, config.n_batch, config.n_batch
+        cparams.n_threads, cparams.n_threads_batch = config.n_threads, self.threads_batch
+        cparams.n_seq_max = config.n_seq_max
+        # Sliding-window layers get a full-size cache (llama.cpp's default here,
+        # set to be sure): cells stay in position order and masked ones stay
+        # until the context is full, so a rebuilt state computes bit for bit
+        # as the live one, and the live cache can be cut back to any earlier
+        # point (a window-sized ring loses the cells before its window).
+        cparams.swa_full = True
+        # A KV stream per sequence: each sequence's cells are laid out as they would be
+        # alone, so its answer does not depend on what else is in the batch (state_streams.py).
+        cparams.kv_unified = False
+        cparams.type_k, cparams.type_v = config.type_k, config.type_v
+        cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
+                                   else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
+        cparams.no_perf = True
+        try:
+            self._ctx = LlamaContext(model=self._model, params=cparams, verbose=False)
+        except ValueError as exc:
+            raise EngineError(f"could not create a context for {path}: {exc}") from None
+        self.ctx = self._ctx.ctx
+        self.vocab = llama_cpp.llama_model_get_vocab(self.model)
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.refusal = ""   # why llama.cpp last refused a state (set_state)
+
+    # -- facts about the model ----------------------------------------------
+
+    @property
+    def n_ctx(self) -> int:
+        return self.config.n_ctx
+
+    @property
+    def threads_batch(self) -> int:
+        return self.config.n_threads_batch or self.config.n_threads
+
+    def set_threads(self, decode: int, batch: int) -> None:
+        """Change the thread counts between turns (llama.cpp applies them at the next decode)."""
+        llama_cpp.llama_set_n_threads(self.ctx, decode, batch)
+        self.config = ContextConfig(**{**self.config.__dict__, "n_threads": decode,
+                                       "n_threads_batch": batch})
+
+    @property
+    def on_cpu(self) -> bool:
+        """Every layer runs on the CPU backend (see cpu_costs)."""
+        return self.config.n_gpu_layers == 0
+
+    @property
+    def n_layer(self) -> int:
+        return llama_cpp.llama_model_n_layer(self.model)
+
+    def n_ctx_train(self) -> int:
+        return self._model.n_ctx_train()
+
+    def metadata(self) -> dict:
+        return self._model.metadata()
+
+    def description(self) -> str:
+        return self._model.desc()
+
+    def size_bytes(self) -> int:
+        return self._model.size()
+
+    def memory_kind(self) -> str:
+        """'attention' (plain KV), 'iswa' (with sliding-window layers), 'recurrent' or 'hybrid'."""
+        if llama_cpp.llama_model_is_hybrid(self.model):
+            return "hybrid"
+        if llama_cpp.llama_model_is_recurrent(self.model):
+            return "recurrent"
+        return "iswa" if llama_cpp.llama_model_n_swa(self.model) > 0 else "attention"
+
+    @property
+    def cuts_back(self) -> bool:
+        """Whether the KV can be cut back to an earlier position (not a recurrent state)."""
+        return self.memory_kind() in ("attention", "iswa")
+
+    @property
+    def n_swa(self) -> int:
+        """The sliding window of the sliding-window layers (0: none)."""
+        return llama_cpp.llama_model_n_swa(self.model)
+
+    # -- tokens --------------------------------------------------------------
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        """Tokens of prompt text; special tokens (<|im_start|>) are parsed as such."""
+        data = text.encode("utf-8")
+        size = len(data) + 16
+        buf = (llama_cpp.llama_token * size)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
+        if n < 0:
+            size = -n
+            buf = (llama_cpp.llama_token * size)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
+        return list(buf[:n])
+
+    def piece(self, token: int, special: bool = False) -> bytes:
+        """The bytes of one token (possibly part of a UTF-8 character)."""
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 64, 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, -n, 0, special)
+        return buf.raw[:n]
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return self.piece(token, special=True).decode("utf-8", errors="replace")
+
+    # -- the KV memory, per sequence ------------------------------------------
+
+    def forget_from(self, position: int, seq_id: int = 0) -> bool:
+        """Drop the sequence's KV cells at `position` and after; False where llama.cpp
+        cannot (a recurrent state is not cut back: only dropped whole, from 0)."""
+        return bool(llama_cpp.llama_memory_seq_rm(self.memory, seq_id, position, -1))
+
+    def clear(self) -> None:
+        """Drop the KV of every sequence."""
+        llama_cpp.llama_memory_clear(self.memory, True)
+
+    def get_state(self, seq_id: int = 0) -> memoryview:
+        """A sequence's state (llama.cpp's byte layout), without an extra copy."""
+        size = llama_cpp.llama_state_seq_get_size(self.ctx, seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq_id)
+        state = memoryview(buf).cast("B")[:written]
+        if self.config.n_seq_max > 1:  # the one-stream form, as a one-sequence context has it
+            return memoryview(state_streams.to_single(state, self.config.n_seq_max, self._parts))
+        return state
+
+    def set_state(self, data, seq_id: int = 0) -> bool:
+        """Load a sequence state (any buffer); False if llama.cpp refused it (the sequence is
+        then empty, and `refusal` says why: its error lines are caught, not printed). Other
+        sequences keep their KV."""
+        self.forget_from(0, seq_id)
+        buf = np.frombuffer(data, np.uint8)  # no copy
+        if self.config.n_seq_max > 1:
+            try:
+                buf = state_streams.to_streams(buf, self.config.n_seq_max, self._parts)
+            except ValueError as exc:
+                self.refusal = str(exc)
+                return False
+        src = buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        with caught_errors() as errors:
+            loaded = llama_cpp.llama_state_seq_set_data(self.ctx, src, buf.nbytes, seq_id) != 0
+        if loaded:
+            return True
+        self.forget_from(0, seq_id)
+        self.refusal = " ".join(" ".join(errors).split()) or "no reason given"
+        return False
+
+    @property
+    def _parts(self) -> int:
+        return STATE_PARTS[self.memory_kind()]
+
+    def close(self) -> None:
+        self._ctx.close()
+        self._model.close()
+
+
+# KV caches in a sequence's state, by memory kind (memory_kind): the kinds whose
+# states state_streams.py converts. Recurrent and hybrid models get one sequence.
+STATE_PARTS = {"attention": 1, "iswa": 2}
+
+GGML_LOG_LEVEL_ERROR = 4  # ggml.h: NONE, DEBUG, INFO, WARN, ERROR, CONT
+
+
+_catching = threading.local()   # .lines: where this thread's llama.cpp errors go instead
+
+
+@contextmanager
+def caught_errors():
+    """llama.cpp's error lines logged on this thread meanwhile, for the caller to word."""
+    _catching.lines = lines = []
+    try:
+        yield lines
+    finally:
+        _catching.lines = None
+
+
+@llama_cpp.llama_log_callback
+def _quiet_log(level, text, user_data):
+    """llama.cpp logs load details to stderr; only errors matter to a chat user."""
+    if level == GGML_LOG_LEVEL_ERROR:
+        message = text.decode(errors="replace")
+        lines = getattr(_catching, "lines", None)
+        if lines is not None:
+            lines.append(message)
+        else:
+            sys.stderr.write(message)

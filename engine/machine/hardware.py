@@ -1,0 +1,111 @@
+"""What llama.cpp was built with and what it can run on, read from ggml's backend registry.
+
+The registry lists each compiled backend (CUDA, ROCm/HIP, Metal, Vulkan,
+SYCL, CPU, ...) and its devices with their memory; settings are chosen from
+that report, not guessed from the platform.
+"""
+
+import ctypes
+import hashlib
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import llama_cpp
+
+from . import cpus
+
+DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    description: str
+    type: str
+    backend: str
+    memory_free: int
+    memory_total: int
+
+
+@dataclass(frozen=True)
+class HardwareReport:
+    backends: list[str]
+    devices: list[Device]
+    gpu_offload: bool
+    physical_cores: int
+    logical_cores: int
+    system_info: str
+    llama_cpp_python: str = field(default=llama_cpp.__version__)
+
+    @property
+    def gpus(self) -> list[Device]:
+        return [d for d in self.devices if d.type in ("gpu", "igpu")]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "machine_id": self.machine_id()}
+
+    def machine_id(self) -> str:
+        """What timings depend on: the CPU, the devices and the llama.cpp build (not the hostname)."""
+        blob = json.dumps([platform.machine(), platform.system(), cpus.cpu_model(),
+                           self.physical_cores, self.logical_cores, self.system_info,
+                           self.llama_cpp_python, self.backends,
+                           [(d.name, d.description, d.memory_total) for d in self.devices]])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _ggml() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / _libname()))
+    vp, sz = ctypes.c_void_p, ctypes.c_size_t
+    signatures = {
+        "ggml_backend_reg_count": ([], sz), "ggml_backend_reg_get": ([sz], vp),
+        "ggml_backend_reg_name": ([vp], ctypes.c_char_p),
+        "ggml_backend_dev_count": ([], sz), "ggml_backend_dev_get": ([sz], vp),
+        "ggml_backend_dev_name": ([vp], ctypes.c_char_p),
+        "ggml_backend_dev_description": ([vp], ctypes.c_char_p),
+        "ggml_backend_dev_type": ([vp], ctypes.c_int),
+        "ggml_backend_dev_backend_reg": ([vp], vp),
+        "ggml_backend_dev_memory": ([vp, ctypes.POINTER(sz), ctypes.POINTER(sz)], None),
+    }
+    for name, (args, res) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, res
+    return lib
+
+
+def _libname() -> str:
+    for name in ("libggml.so", "libggml.dylib", "ggml.dll"):
+        if (Path(llama_cpp.__file__).parent / "lib" / name).exists():
+            return name
+    return "libggml.so"
+
+
+def detect() -> HardwareReport:
+    """Backends and devices llama.cpp sees right now, with free memory."""
+    llama_cpp.llama_backend_init()
+    lib = _ggml()
+    backends = [lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)).decode()
+                for i in range(lib.ggml_backend_reg_count())]
+    devices = [_device(lib, lib.ggml_backend_dev_get(i)) for i in range(lib.ggml_backend_dev_count())]
+    allowed = cpus.allowed_cpus()
+    return HardwareReport(
+        backends=backends, devices=devices,
+        gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
+        physical_cores=cpus.physical_cores(allowed), logical_cores=len(allowed),
+        system_info=llama_cpp.llama_print_system_info().decode().strip(),
+    )
+
+
+def _device(lib: ctypes.CDLL, dev) -> Device:
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
+    reg = lib.ggml_backend_dev_backend_reg(dev)
+    return Device(
+        name=lib.ggml_backend_dev_name(dev).decode(),
+        description=(lib.ggml_backend_dev_description(dev) or b"").decode(),
+        type=DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "unknown"),
+        backend=lib.ggml_backend_reg_name(reg).decode() if reg else "",
+        memory_free=free.value, memory_total=total.value,
+    )
+

@@ -1,0 +1,94 @@
+"""Choosing where the model runs and how long a context it gets, before loading it.
+
+From the model file's own header (gguf_header: its layers' sizes and its KV
+bytes per token) and the devices' free memory (hardware): every layer on the
+GPUs when the weights and the context's KV fit, else as many layers as fit
+(llama.cpp places the last n_gpu_layers blocks on the GPUs, spread over all
+of them in proportion to their free memory), else the CPU.
+"""
+
+from dataclasses import dataclass
+
+import llama_cpp
+
+from ..llama.gguf_header import ModelFacts
+from ..llama.model import ContextConfig
+from .hardware import HardwareReport
+from .threads import ThreadChoice
+
+DEFAULT_MAX_CTX = 8192        # enough for long chats; larger only when asked for
+MIN_FULL_CTX = 2048           # all layers on the GPU with at least this context beats partial offload
+MIN_CTX = 512
+CTX_STEP = 256
+KV_MEMORY_SHARE = 0.25        # at most this share of free host memory for the KV cache
+GPU_HEADROOM = 512 << 20      # per GPU: compute buffers and the driver's own needs
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: ContextConfig
+    offload: str              # "all 30 layers on CUDA0 (...)", "12 of 30 layers on ...", "CPU only"
+
+
+def plan(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
+         threads: "ThreadChoice | None" = None, n_seq: int = 1) -> Plan:
+    """Settings for one model on this machine; n_ctx is the user's request (kept as asked),
+    for each of `n_seq` sequences sharing the context (a server's, with a KV stream each)."""
+    wanted = n_ctx or min(DEFAULT_MAX_CTX, facts.n_ctx_train or DEFAULT_MAX_CTX)
+    gpus = [g for g in report.gpus if g.memory_free > GPU_HEADROOM] if report.gpu_offload else []
+    budget = sum(g.memory_free - GPU_HEADROOM for g in gpus)
+    layers, ctx = _offload(facts, budget, wanted, fixed=n_ctx is not None, n_seq=n_seq)
+    if n_ctx is None:  # the KV of layers left on the CPU must fit host memory too
+        host = facts.kv_bytes_per_token_layer() * (facts.n_layer - min(layers, facts.n_layer))
+        if host > 0 and _host_free(report):
+            ctx = min(ctx, _round(_host_free(report) * KV_MEMORY_SHARE / host / n_seq))
+    threads = threads or ThreadChoice(max(1, report.physical_cores), max(1, report.physical_cores), "")
+    # Flash attention only where layers run on a GPU: ggml-cpu's runs batches
+    # under 64 rows one row at a time, so a question after a long restored
+    # chat took 6x longer than without it, and each decode step 2.4x longer at
+    # 4,000 tokens (bench/resume.py). Without it V is stored transposed; kvlayout
+    # cuts both layouts.
+    config = ContextConfig(n_ctx=max(MIN_CTX, ctx), n_batch=512, n_threads=threads.decode,
+                           n_threads_batch=threads.batch, flash_attn=layers != 0,
+                           type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16,
+                           n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq)
+    return Plan(config, _describe(layers, facts.n_layer, gpus))
+
+
+def _offload(facts: ModelFacts, budget: int, wanted: int, fixed: bool,
+             n_seq: int = 1) -> "tuple[int, int]":
+    """(layers on the GPUs, n_layer + 1 meaning all with the output layer; context size
+    of each of n_seq sequences)."""
+    if budget <= 0 or facts.n_layer == 0:
+        return 0, wanted
+    per_token = facts.kv_bytes_per_token * n_seq
+    full = sum(facts.layer_bytes) + facts.output_bytes
+    if full + per_token * wanted <= budget:
+        return facts.n_layer + 1, wanted
+    fit = _round((budget - full) / per_token) if budget > full else 0
+    if not fixed and fit >= MIN_FULL_CTX:
+        return facts.n_layer + 1, fit
+    layer_kv, used, n = facts.kv_bytes_per_token_layer() * wanted * n_seq, 0.0, 0
+    for size in reversed(facts.layer_bytes):  # llama.cpp offloads the last layers first
+        if used + size + layer_kv > budget:
+            break
+        used, n = used + size + layer_kv, n + 1
+    return n, wanted
+
+
+def _round(tokens: float) -> int:
+    return max(0, int(tokens) // CTX_STEP * CTX_STEP)
+
+
+def _describe(layers: int, n_layer: int, gpus) -> str:
+    if layers == 0:
+        return "CPU only"
+    where = " and ".join(f"{g.name} ({g.description})" for g in gpus)
+    if layers > n_layer:
+        return f"all {n_layer} layers on {where}"
+    return f"{layers} of {n_layer} layers on {where}, the rest on the CPU"
+
+
+def _host_free(report: HardwareReport) -> int:
+    cpu = next((d for d in report.devices if d.type == "cpu"), None)
+    return cpu.memory_free if cpu else 0

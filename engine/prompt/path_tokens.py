@@ -1,0 +1,104 @@
+"""The tokens of a conversation path, one array per message.
+
+A message's tokens are stored in the archive the first time they are
+computed (per tokenizer: model plus chat template), so later turns and
+other processes reuse them, and generated answers keep the exact tokens the
+model produced rather than a re-tokenization of their text.
+"""
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from chatdb.archive import Archive
+from chatdb.records import Message
+
+from ..llama.model import Model
+from .template import ChatTemplate, TemplateUnstable
+
+
+@dataclass
+class PathTokens:
+    message_ids: list[int]
+    arrays: list[np.ndarray]
+    stable: bool = True       # False: the template is not prefix-stable
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(a) for a in self.arrays]
+
+    def flat(self) -> np.ndarray:
+        return np.concatenate(self.arrays) if self.arrays else np.zeros(0, np.int32)
+
+    def ends(self) -> list[int]:
+        """Token position just past each message."""
+        return [int(end) for end in np.cumsum(self.lengths)]
+
+
+def as_chat(messages: list[Message]) -> list[dict]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def tokenizer_id(template: ChatTemplate, model_fp: str) -> str:
+    source = template.source.encode()
+    return hashlib.sha256(model_fp.encode() + b"\0" + source).hexdigest()[:24]
+
+
+class PromptBuilder:
+    def __init__(self, model: Model, template: ChatTemplate, archive: Archive, tokenizer: str):
+        self.model, self.template, self.archive, self.tokenizer = model, template, archive, tokenizer
+
+    def path_tokens(self, path: list[Message]) -> PathTokens:
+        """Tokens for each message of `path`, from the archive where stored."""
+        if not path:
+            return PathTokens([], [])
+        stored = dict(self.archive.tokens.along_path(path[-1].id, self.tokenizer))
+        arrays, chat = [], as_chat(path)
+        try:
+            for i, message in enumerate(path):
+                tokens = stored.get(message.id)
+                if tokens is None:
+                    tokens = np.asarray(self.piece_tokens(chat[:i], chat[i]), np.int32)
+                    with self.archive.transaction():
+                        self.archive.tokens.put(message.id, self.tokenizer, tokens)
+                arrays.append(tokens)
+        except TemplateUnstable:
+            return self.whole(path)
+        return PathTokens([m.id for m in path], arrays)
+
+    def whole(self, path: list[Message]) -> PathTokens:
+        """The path tokenized as one text (for templates that are not prefix-stable)."""
+        text = self.template.boundary(as_chat(path))
+        return PathTokens([path[-1].id], [np.asarray(self.model.tokenize(text), np.int32)], stable=False)
+
+    def piece_tokens(self, before: list[dict], message: dict) -> list[int]:
+        return self.model.tokenize(self.template.message_text(before, message))
+
+    def generation_tokens(self, path: list[Message]) -> list[int]:
+        """The tokens that open an answer after `path`."""
+        return self.model.tokenize(self.template.generation_prompt(as_chat(path)))
+
+    def answer_tokens(self, before: list[dict], opening: list[int], content: str,
+                      generated: list[int], covered: "int | None" = None) -> "list[int] | None":
+        """An answer's exact tokens: its opening, what was generated, the template's close.
+
+        `covered` is how much of `content` the generated tokens spell (less
+        when a marker the model wrote as text cut a token short); the rest is
+        tokenized with the close. None when the template does not render the
+        answer as opening + content + suffix (then they cannot be the tokens
+        the model saw).
+        """
+        template = self.template
+        text = template.message_text(before, {"role": "assistant", "content": content})
+        head = template.generation_prompt(before) + content[:covered]
+        if not text.startswith(head):
+            return None
+        suffix = text[len(head):]
+        if generated and self.model.is_eog(generated[-1]):
+            eog = self.model.token_text(generated[-1])
+            if suffix.startswith(eog):
+                suffix = suffix[len(eog):]
+            else:
+                generated = generated[:-1]
+        return list(opening) + list(generated) + (self.model.tokenize(suffix) if suffix else [])

@@ -1,0 +1,93 @@
+"""Chat templates: the model's own Jinja template, sandboxed, else ChatML.
+
+Each message's tokens are the exact tokens it adds to the prompt: the text
+the template renders for the path up to it, minus what the path before it
+rendered. That only works where the template is prefix-stable (rendering a
+longer path extends the shorter one); `message_texts` says when it is not.
+"""
+
+from dataclasses import dataclass
+
+from jinja2 import BaseLoader, TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..errors import EngineError
+
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+class TemplateUnstable(EngineError):
+    """The template re-renders earlier messages differently as the chat grows."""
+
+
+class TemplateFailed(EngineError):
+    """The template refused the conversation (its raise_exception) or failed rendering it."""
+
+
+class _Refused(TemplateError):
+    pass
+
+
+def _raise(message: str):
+    raise _Refused(message)
+
+
+@dataclass
+class ChatTemplate:
+    source: str
+    bos_token: str = ""
+    eos_token: str = ""
+
+    def __post_init__(self):
+        env = ImmutableSandboxedEnvironment(loader=BaseLoader(), trim_blocks=True, lstrip_blocks=True)
+        self._template = env.from_string(self.source)
+
+    def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        try:
+            return self._template.render(
+                messages=messages, add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token, eos_token=self.eos_token, raise_exception=_raise)
+        except _Refused as exc:
+            raise TemplateFailed(f"the model's chat template refuses this conversation: {exc}") from None
+        except Exception as exc:  # a template's own bug (undefined name, bad filter, ...)
+            raise TemplateFailed(f"the model's chat template failed: {type(exc).__name__}: {exc}") from None
+
+    def boundary(self, messages: list[dict]) -> str:
+        """The prompt text that the messages cover, through the last one."""
+        return self.render(messages, add_generation_prompt=False) if messages else ""
+
+    def generation_prompt(self, messages: list[dict]) -> str:
+        """What opens the answer after `messages` (ChatML: '<|im_start|>assistant\\n').
+
+        It belongs to the answer, not to the question: a question left
+        unanswered (a crash) is then followed by the next one cleanly.
+        """
+        closed = self.boundary(messages)
+        opened = self.render(messages, add_generation_prompt=True)
+        if not opened.startswith(closed):
+            raise TemplateUnstable("the generation prompt changes the text before it")
+        return opened[len(closed):]
+
+    def message_texts(self, messages: list[dict]) -> list[str]:
+        """The text each message adds to the prompt, in order."""
+        texts, previous = [], ""
+        for i in range(len(messages)):
+            current = self.boundary(messages[: i + 1])
+            if not current.startswith(previous):
+                raise TemplateUnstable(f"message {i} changes the text rendered before it")
+            texts.append(current[len(previous):])
+            previous = current
+        return texts
+
+    def message_text(self, before: list[dict], message: dict) -> str:
+        """The text `message` adds after the path `before` (one message's worth)."""
+        previous = self.boundary(before)
+        current = self.boundary(before + [message])
+        if not current.startswith(previous):
+            raise TemplateUnstable("the template is not prefix-stable")
+        return current[len(previous):]
