@@ -4,8 +4,10 @@ While an answer streams (or its prompt is read), these signals only set a
 flag that the engine checks; the partial answer is then kept. Ctrl-C stops
 that answer; SIGTERM and SIGHUP also ask the program to quit once it is
 saved, as `/quit` would (the KV of the finished turns is stored first), with
-exit status 128 + the signal's number. A second Ctrl-C while the first is
-honoured raises KeyboardInterrupt as usual.
+exit status 128 + the signal's number. A Ctrl-C while the first is still
+not honoured after a second (every long step checks the flag more often)
+raises KeyboardInterrupt as usual; repeats within that second (a key held
+down, a storm of `kill -INT`) are the same request.
 
 Between answers, `quit_on_signals` turns SIGTERM and SIGHUP into a Quit
 exception, so the console unwinds (restoring the terminal) and closes.
@@ -13,6 +15,7 @@ exception, so the console unwinds (restoring the terminal) and closes.
 
 import signal
 import threading
+import time
 from contextlib import contextmanager
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
@@ -26,13 +29,25 @@ class Quit(BaseException):
         self.status = 128 + signum
 
 
+STUCK_AFTER_S = 1.0  # a stop request not honoured by then: the next Ctrl-C raises
+
+
 class StopFlag:
     def __init__(self):
         self.event = threading.Event()
         self.quit_status: "int | None" = None   # set by SIGTERM / SIGHUP
+        self.since: "float | None" = None       # when the stop was first asked for
 
     def __call__(self) -> bool:
         return self.event.is_set()
+
+    def ask(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+        self.event.set()
+
+    def stuck(self) -> bool:
+        return self.since is not None and time.monotonic() - self.since > STUCK_AFTER_S
 
 
 @contextmanager
@@ -42,9 +57,9 @@ def stop_on_sigint():
     def handler(signum, frame):
         if signum in QUIT_SIGNALS:
             flag.quit_status = flag.quit_status or 128 + signum
-        elif flag.event.is_set():
+        elif flag.stuck():
             raise KeyboardInterrupt
-        flag.event.set()
+        flag.ask()
 
     with _handling((signal.SIGINT, *QUIT_SIGNALS), handler):
         yield flag

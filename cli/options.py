@@ -55,12 +55,17 @@ def open_archive(args: argparse.Namespace) -> Archive:
     return archive
 
 
+# SQLite's INTEGER: every count and id chatdb binds into a query must fit it
+MAX_INTEGER = 2**63 - 1
+
+
 def positive_int(text: str) -> int:
-    """An argparse type: 1, 2, 3..."""
+    """An argparse type: 1, 2, 3... up to what SQLite can hold."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {text!r}")
+    if not 1 <= value <= MAX_INTEGER:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number from 1 to {MAX_INTEGER}, got {text!r}")
     return value

@@ -4,7 +4,7 @@ from chatdb.archive import Archive
 from chatdb.errors import NotFound
 from chatdb.records import Conversation, Message
 
-MAX_ROW_ID = 2**63 - 1  # SQLite's INTEGER: a larger number can only be a uid
+from .options import MAX_INTEGER  # a larger number can only be a uid
 
 
 def conversation(archive: Archive, ref: str) -> Conversation:
@@ -26,6 +26,6 @@ def message(archive: Archive, ref: str) -> Message:
 
 
 def _row_id(ref: str) -> "int | None":
-    if ref.isascii() and ref.isdigit() and int(ref) <= MAX_ROW_ID:
+    if ref.isascii() and ref.isdigit() and int(ref) <= MAX_INTEGER:
         return int(ref)
     return None

@@ -13,13 +13,16 @@ done: messages are picked from the index alone and only the newest
 CANDIDATES matches are ranked (ranking.py); common phrases select but are
 not scored, repeated ones are searched once, and a pasted page is refused
 (query.py); the filters become rowid ranges (filters.py); snippets come from
-a pass over each run of nearby hits (snippets.py).
+a pass over each run of nearby hits (snippets.py), a long message's from a
+window around a match (snippet_window.py). Ctrl-C stops a search at once
+(chatdb.interrupt).
 """
 
 import sqlite3
 from dataclasses import dataclass
 
 from ..errors import SearchError
+from ..interrupt import interruptible
 from ..transaction import read_snapshot
 from .filters import make_filters
 from .query import match_expression
@@ -69,7 +72,7 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
     impossible arguments and NotFound for a conversation that does not
     exist; never for the query's syntax.
     """
-    with read_snapshot(conn):
+    with interruptible(conn), read_snapshot(conn):
         filters = make_filters(conn, limit, conversation_id, role, since, until)
         match = match_expression(conn, query)
         if match is None:

@@ -4,7 +4,7 @@ import sys
 
 from engine.errors import Cancelled
 
-from .. import output
+from .. import output, refs
 from ..interrupt import quit_on_signals, stop_on_sigint
 from ..model_options import add_model_options, sampling_from
 from ..options import add_command, open_archive
@@ -32,9 +32,10 @@ def register(subparsers) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("-c", "--continue", dest="continue_last", action="store_true",
                        help="continue the most recently used conversation")
-    which.add_argument("--conv", type=int, metavar="ID", help="continue conversation ID")
-    which.add_argument("--fork-from", type=int, metavar="MESSAGE_ID",
-                       help="start a new conversation from an earlier message")
+    which.add_argument("--conv", metavar="CONV",
+                       help="continue conversation CONV (its number from `chatdb list`, or its uid)")
+    which.add_argument("--fork-from", metavar="MESSAGE",
+                       help="start a new conversation from an earlier message (number or uid)")
     add_model_options(parser)
     parser.add_argument("text", metavar="TEXT", help="the message, or - to read stdin")
 
@@ -123,13 +124,13 @@ class Turn:
 def _conversation(archive, args, text: str) -> "tuple[int, bool]":
     """(conversation id, whether it is new)."""
     if args.conv is not None:
-        return archive.conversation(args.conv).id, False
+        return refs.conversation(archive, args.conv).id, False
     if args.continue_last:
         latest = archive.latest_conversation()
         if latest is not None:
             return latest.id, False
     if args.fork_from is not None:
-        return archive.fork(args.fork_from).id, True
+        return archive.fork(refs.message(archive, args.fork_from).id).id, True
     return archive.create_conversation(output.title_of(text), system_prompt=args.system).id, True
 
 

@@ -23,21 +23,23 @@ from .completion import ConsoleCompleter
 from .history_file import ensure_private, history_path
 from .keys import bindings
 from .frontend import Frontend
+from .sigint import ConsoleInterrupts
 
 
 class TerminalFrontend(Frontend):
-    def __init__(self, prompt: PromptSession, question: PromptSession):
-        self.prompt, self.question = prompt, question
+    def __init__(self, prompt: PromptSession, question: PromptSession,
+                 interrupts: ConsoleInterrupts):
+        self.prompt, self.question, self.interrupts = prompt, question, interrupts
 
     def confirm(self, question: str) -> bool:
         try:
-            return self.question.prompt(question).strip().casefold() in ("y", "yes")
+            return self.interrupts.prompt(self.question, question).strip().casefold() in ("y", "yes")
         except (KeyboardInterrupt, EOFError):
             return False
 
     def edit_text(self, text: str) -> "str | None":
         try:
-            return self.prompt.prompt(_message("edit"), default=text)
+            return self.interrupts.prompt(self.prompt, _message("edit"), default=text)
         except (KeyboardInterrupt, EOFError):
             return None
 
@@ -85,18 +87,21 @@ def make_prompts(session, input=None, output=None, history=None):
 
 def run(session, input=None, output=None, history=None) -> int:
     prompt, question = make_prompts(session, input, output, history)
-    session.use_frontend(TerminalFrontend(prompt, question))
-    while not session.quitting:
-        try:
-            text = prompt.prompt(_message(_where(session)))
-        except KeyboardInterrupt:  # Ctrl-C at the prompt: drop the line
-            continue
-        except EOFError:           # Ctrl-D
-            break
-        try:
-            dispatch.handle(session, text)
-        except KeyboardInterrupt:  # Ctrl-C in a slow command (an answer handles its own)
-            session.render.warning("interrupted")
+    interrupts = ConsoleInterrupts()
+    session.use_frontend(TerminalFrontend(prompt, question, interrupts))
+    with interrupts.installed():
+        while not session.quitting:
+            try:
+                text = interrupts.prompt(prompt, _message(_where(session)))
+            except KeyboardInterrupt:  # Ctrl-C at the prompt: drop the line
+                continue
+            except EOFError:           # Ctrl-D
+                break
+            try:
+                with interrupts.command():
+                    dispatch.handle(session, text)
+            except KeyboardInterrupt:  # Ctrl-C in a slow command (an answer handles its own)
+                session.render.warning("interrupted")
     return 0
 
 

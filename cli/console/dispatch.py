@@ -9,6 +9,7 @@ import sqlite3
 from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
+from ..text_input import check
 from .slash import table
 
 
@@ -16,6 +17,9 @@ def handle(session, text: str) -> None:
     if not text.strip():
         return
     try:
+        # a terminal hands over bytes that are not UTF-8 as lone surrogates
+        check(text, "the command" if text.startswith("/") and not text.startswith("//")
+              else "the message")
         if text.startswith("//"):
             session.send(text[1:])
         elif text.startswith("/"):

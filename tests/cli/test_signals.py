@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import termios
+import time
 
 from chatdb.archive import Archive
 
@@ -120,3 +121,28 @@ def _stop_the_paste(term, db_path) -> None:
     with Archive.open(db_path) as archive:
         path = archive.messages(1)
     assert [m.role for m in path] == ["user"] and path[0].content == paste
+
+
+def test_bad_bytes_and_a_storm_of_sigints(terminal, db_path):  # noqa: F811
+    """Bytes that are not UTF-8 at the prompt, then 200 SIGINTs in 4 s during an answer:
+    one line for each bad line, no traceback, and Ctrl-D then leaves at once."""
+    term = terminal("--max-tokens", "300")
+    term.wait_for(PROMPT, timeout=300)
+    os.write(term.master, b"caf\xff\xfe b\xc3d\r")
+    term.wait_for(r"error: the message is not valid UTF-8 text \(byte 0xff at character 4\)")
+    term.wait_for(PROMPT)
+    term.type(LONG + "\r")
+    term.wait_for(re.escape(ANSWER_COLOUR) + r"\w+", timeout=300)
+    storm_ends = time.monotonic() + 4
+    for _ in range(200):   # at the answer, then at the prompts that follow it
+        term.proc.send_signal(signal.SIGINT)
+        time.sleep(max(0.0, min(0.02, storm_ends - time.monotonic())))
+    term.wait_for(r"\[interrupted\]")
+    term.type("\x04")
+    assert term.close(timeout=30) == 0
+    assert "Traceback" not in term.screen and "Error" not in term.screen
+    with Archive.open(db_path) as archive:
+        question, answer = archive.messages(1)
+        assert question.content == LONG
+        assert answer.status == "interrupted" and answer.content
+        assert archive.count_conversations() == 1   # the bad line made none

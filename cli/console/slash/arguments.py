@@ -8,6 +8,8 @@ other text a title: exact (any case) first, else the one title containing it.
 from chatdb.errors import ChatdbError
 from chatdb.records import Message
 
+from ...options import MAX_INTEGER
+
 TITLE_CANDIDATES_SHOWN = 5
 
 
@@ -16,8 +18,8 @@ class UsageError(ChatdbError):
 
 
 def whole_number(text: str, what: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise UsageError(f"{what} must be a whole number from 1, not {text!r}")
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_INTEGER:
+        raise UsageError(f"{what} must be a whole number from 1 to {MAX_INTEGER}, not {text!r}")
     return int(text)
 
 
