@@ -193,8 +193,8 @@ class Engine:
                                       capture=prepared.question_end, cancelled=cancelled,
                                       window_key=prepared.key)
         drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
-        with Sampler(settings, self.model.n_vocab) as sampler:
-            if settings.repeat_penalty != 1.0:
+        with Sampler(settings, self.model.n_vocab, self.model.vocab) as sampler:
+            if settings.penalised:
                 sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
             # A fresh policy per answer: the same prompt and seed give the same batches.
             policy = DraftPolicy(self.tuning.costs().verify_cost)
@@ -255,8 +255,11 @@ class Engine:
             self.archive.advance_head(turn.conversation_id, turn.head, message.id)
             if answer is not None:
                 self.archive.tokens.put(message.id, self.tokenizer, answer)
-        if answer is not None:  # the model has seen the answer up to the live end
-            cache.extend(answer[len(cache.live) - start:])
+        tail = answer[len(cache.live) - start:] if answer is not None else []
+        if answer is not None and len(cache.live) + len(tail) <= self.model.n_ctx:
+            cache.extend(tail)   # the model has seen the answer up to the live end
+        # An answer that ran into the context's end is kept; its KV, which the
+        # context cannot hold with the answer's closing tokens, is not stored.
         return message.id, answer
 
     def _exact_answer(self, path, opening, gen: Generation) -> "list[int] | None":

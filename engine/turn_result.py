@@ -29,6 +29,7 @@ class TurnResult:
     restored_ahead: bool = False
     warnings: list = field(default_factory=list)
     speculative: dict = field(default_factory=dict)
+    logprobs: list = field(default_factory=list)   # Generation.logprobs, where asked
 
 
 @dataclass
@@ -54,7 +55,7 @@ class TurnParts:
             decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
             total_ms=round((end - self.started) * 1000, 2),
             left_out_messages=self.left_out_messages, restored_ahead=acquired.ahead,
-            warnings=list(warnings), speculative=speculative)
+            warnings=list(warnings), speculative=speculative, logprobs=gen.logprobs)
 
 
 def speculative_figures(mode: str, gen: Generation, policy: DraftPolicy,

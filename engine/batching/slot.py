@@ -58,11 +58,11 @@ class Slot:
                            and acquired.restored_tokens < boundary < len(prepared.prompt) else None)
         self.compute_started = time.perf_counter()
         settings = turn.sampling
-        self.sampler = Sampler(settings, model.n_vocab)
-        if settings.repeat_penalty != 1.0:
+        self.sampler = Sampler(settings, model.n_vocab, model.vocab)
+        if settings.penalised:
             self.sampler.accept(prepared.prompt[-settings.repeat_last_n:].tolist())
         self.stream = Stream(model, settings.max_tokens, turn.on_text, turn.cancelled.is_set,
-                             list(turn.stop) + markers)
+                             list(turn.stop) + markers, turn.on_logprob)
 
     def passed(self, sequences: int, reading: bool) -> None:
         """A forward pass holding `sequences` sequences fed this turn's prompt or a token."""
@@ -90,7 +90,7 @@ class Slot:
     def sample(self, ctx, n_ctx: int) -> bool:
         """Sample the next token from this step's logits; True when the answer has ended."""
         token = self.sampler.sample(ctx, self.logits_at)
-        if self.stream.emit(token):
+        if self.stream.emit(token, self.sampler.last):
             return True
         if len(self.seq.tokens) + 1 >= n_ctx:
             self.stream.out.finish = "context"

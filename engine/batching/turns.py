@@ -25,6 +25,7 @@ class Turn:
     on_text: "callable" = None
     on_done: "callable" = None
     on_error: "callable" = None
+    on_logprob: "callable" = None         # each token's log-probabilities, where asked
     cancelled: threading.Event = field(default_factory=threading.Event)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..kv.cache import KVCache
 from ..llama.model import Model
-from ..llama.sampling import Sampler
+from ..llama.sampling import Sampler, TokenLogprob
 from .draft_policy import DraftPolicy
 from .stop_strings import StopText
 
@@ -37,6 +37,8 @@ class Generation:
     timings: list = field(default_factory=list)   # (rows, cells, ms) of each forward pass
     stopped_by_text: bool = False   # ended at a stop string or a turn marker written as text
     covered: "int | None" = None   # characters of text the kept tokens spell (None: all of it)
+    # Where asked (SamplingSettings.logprobs): each token's (bytes, logprob, [(bytes, logprob)])
+    logprobs: list = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -54,11 +56,13 @@ class Generation:
 class Stream:
     """Collects sampled tokens and streams their text; says when to stop."""
 
-    def __init__(self, model: Model, max_tokens: int, on_text, cancelled, stop=None):
+    def __init__(self, model: Model, max_tokens: int, on_text, cancelled, stop=None,
+                 on_logprob=None):
         """`stop`: strings that end the answer, the model's turn markers among them
-        (written as text, they end it too: turn_markers.py)."""
+        (written as text, they end it too: turn_markers.py); `on_logprob` hears each
+        token's log-probabilities as it is sampled, where they were asked for."""
         self.model, self.max_tokens = model, max_tokens
-        self.on_text, self.cancelled = on_text, cancelled
+        self.on_text, self.cancelled, self.on_logprob = on_text, cancelled, on_logprob
         self.stop = StopText(list(stop or []))
         self.ends: list[int] = []      # characters decoded through each token
         self.cut: "int | None" = None  # tokens kept when a stop string ended the answer
@@ -66,13 +70,16 @@ class Stream:
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.pieces: list[str] = []
 
-    def emit(self, token: int) -> bool:
-        """Record one token; True when generation must stop after it."""
+    def emit(self, token: int, logprob: "TokenLogprob | None" = None) -> bool:
+        """Record one token (and its log-probabilities, where asked); True when
+        generation must stop after it."""
         out = self.out
         out.last_token_at = time.perf_counter()
         if out.first_token_at is None:
             out.first_token_at = out.last_token_at
         out.tokens.append(token)
+        if logprob is not None:
+            self._logprob(logprob)
         if self.model.is_eog(token):
             out.finish = "stop"
             return True
@@ -86,6 +93,13 @@ class Stream:
             out.finish = "cancelled"
             return True
         return False
+
+    def _logprob(self, choice: TokenLogprob) -> None:
+        piece = self.model.piece
+        entry = (piece(choice.token), choice.logprob, [(piece(t), lp) for t, lp in choice.top])
+        self.out.logprobs.append(entry)
+        if self.on_logprob is not None:
+            self.on_logprob(entry)
 
     def _piece(self, text: str) -> bool:
         """Stream one token's text; True if a stop string began (the answer ends before it)."""
@@ -110,6 +124,7 @@ class Stream:
         self.out.text = "".join(self.pieces)
         if self.cut is not None:  # the stop's tokens are not part of the answer
             self.out.tokens = self.out.tokens[:self.cut]
+            self.out.logprobs = self.out.logprobs[:self.cut]
             self.out.covered = self.ends[self.cut - 1] if self.cut else 0
         return self.out
 
@@ -142,7 +157,7 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy, clock
     out, decoder = stream.out, cache.decoder
     position = len(context)
     token = sampler.sample(model.ctx)
-    while not stream.emit(token):
+    while not stream.emit(token, sampler.last):
         if position + 1 >= model.n_ctx:
             out.finish = "context"
             return
@@ -182,7 +197,7 @@ def _accept(sampler, model, stream, drafts, context, decoded):
             return sampled, accepted, False
         accepted += 1
         decoded.append(guess)              # its KV row is valid: it was in the batch
-        if stream.emit(guess):
+        if stream.emit(guess, sampler.last):
             return None, accepted, True
         context.append(guess)
     return sampler.sample(model.ctx, len(drafts)), accepted, False

@@ -67,6 +67,8 @@ def test_long_conversation_leaves_out_oldest_turns(open_engine):
 class ScriptedSampler:
     """Chooses the given tokens in order: drives the real model's pieces through the loop."""
 
+    last = None     # no log-probabilities asked for
+
     def __init__(self, tokens):
         self.tokens = list(tokens)
 
