@@ -4,7 +4,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 STATUSES = ("complete", "interrupted")
 
 

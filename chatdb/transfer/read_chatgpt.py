@@ -13,13 +13,15 @@ so a second import of the same file finds everything already there.
 """
 
 from ..clock import from_unix, now
-from ..records import ROLES
 from .records import ConversationRecord, MessageRecord, conversation_label, fail, get, parents_first
 
 UID_PREFIX = "chatgpt:"
 TEXT_TYPES = ("text", "multimodal_text")
 INTERRUPTED = ("in_progress", "finished_partial_completion")
 
+
+# ChatGPT's own tool messages (browsing, code runs) are not imported: only the chat.
+CHAT_ROLES = ("system", "user", "assistant")
 
 def is_chatgpt_export(document) -> bool:
     """conversations.json is a list; a single conversation object is accepted too."""
@@ -110,7 +112,7 @@ def _message(key: str, raw: "dict | None", conv_uid: str, parent_uid: "str | Non
     content = get(raw, "content", dict, where)
     content_type = get(content, "content_type", str, where)
     metadata = get(raw, "metadata", dict, where, required=False) or {}
-    if (role not in ROLES or content_type not in TEXT_TYPES
+    if (role not in CHAT_ROLES or content_type not in TEXT_TYPES
             or metadata.get("is_visually_hidden_from_conversation")
             or raw.get("recipient") not in (None, "all")):  # a call addressed to a tool
         return None

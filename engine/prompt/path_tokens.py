@@ -16,6 +16,7 @@ from chatdb.records import Message
 
 from ..llama.model import Model
 from .template import ChatTemplate, TemplateUnstable
+from .tool_format import as_template_message
 
 
 @dataclass
@@ -37,7 +38,7 @@ class PathTokens:
 
 
 def as_chat(messages: list[Message]) -> list[dict]:
-    return [{"role": m.role, "content": m.content} for m in messages]
+    return [as_template_message(m.role, m.content) for m in messages]
 
 
 def tokenizer_id(template: ChatTemplate, model_fp: str) -> str:

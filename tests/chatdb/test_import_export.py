@@ -136,8 +136,8 @@ def test_errors_found_while_writing_roll_everything_back(tmp_path, case):
 
 
 READER_ERRORS = {
-    "bad role": (lambda d: d["conversations"][0]["messages"][1].update(role="tool"),
-                 '"role" is \'tool\', expected one of system, user, assistant'),
+    "bad role": (lambda d: d["conversations"][0]["messages"][1].update(role="robot"),
+                 '"role" is \'robot\', expected one of system, user, assistant, tool'),
     "bad status": (lambda d: d["conversations"][0]["messages"][1].update(status="done"),
                    '"status" is \'done\''),
     "content not text": (lambda d: d["conversations"][0]["messages"][1].update(content=[1]),
