@@ -8,7 +8,7 @@ what neither gave. Sampling values are checked as `/set` checks them.
 
 import argparse
 
-from .options import positive_int
+from .options import context_size, positive_int
 
 # name: (parse, check, what a good value is); /set uses the same table.
 SETTINGS = {
@@ -67,7 +67,7 @@ def add_model_options(parser) -> None:
                         default=quiet)
     parser.add_argument("--seed", type=_setting("seed"), metavar="S", default=quiet,
                         help="sampling seed (repeatable answers)")
-    parser.add_argument("--ctx", type=positive_int, metavar="N", default=quiet,
+    parser.add_argument("--ctx", type=context_size, metavar="N", default=quiet,
                         help="context size in tokens")
     parser.add_argument("--draft", choices=("auto", "lookup", "model", "off"), default=quiet,
                         help="speculative decoding: guesses from the conversation's own text "

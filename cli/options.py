@@ -69,3 +69,13 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"expected a whole number from 1 to {MAX_INTEGER}, got {text!r}")
     return value
+
+
+def context_size(text: str) -> int:
+    """An argparse type for --ctx: a whole number no smaller than the engine's floor (a
+    smaller one is refused, not silently raised)."""
+    from engine.machine.offload_plan import MIN_CTX  # loads llama.cpp: only when --ctx is given
+    value = positive_int(text)
+    if value < MIN_CTX:
+        raise argparse.ArgumentTypeError(f"the context must be at least {MIN_CTX} tokens, got {value}")
+    return value

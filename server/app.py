@@ -1,4 +1,4 @@
-"""The routes: /v1/chat/completions, /v1/models, /health."""
+"""The routes: /v1/chat/completions, /v1/models, /health (each also without /v1)."""
 
 import json
 import logging
@@ -7,17 +7,19 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from engine.llama.sampling import SamplingSettings
-from engine.batching.turns import Turn
 
 from . import chat_request, chat_response
 from .bridge import first_or_disconnect, submit
+from .chat_turn import chat_turn
 from .errors import STATUS_TYPES, APIError, error_response
 from .guard import Guard
+from .tool_stream import ToolStream
 
 log = logging.getLogger("chatdb.server")
 
@@ -29,6 +31,8 @@ class ServerConfig:
     api_key: "str | None" = None
     max_body: int = 4 << 20
     parallel: int = 1
+    cors_origins: tuple = ()          # origins whose pages may call the API (none by default)
+    n_vocab: int = 0
 
 
 def build_app(turns, config: ServerConfig):
@@ -37,22 +41,19 @@ def build_app(turns, config: ServerConfig):
 
     async def completions(request: Request):
         req = chat_request.parse(await _json(request))
-        turn = Turn(messages=req.messages, sampling=_sampling(config.sampling, req), stop=req.stop,
-                    title=_title(req.messages),
-                    meta={"client": _client(request, req), "via": "chatdb serve"})
+        turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req))
         ticket = submit(turns, turn)
         first = await first_or_disconnect(ticket, request.receive)
         if first is None:
             return Response(status_code=499)  # the client has gone: nobody reads this
         completion = chat_response.Completion(config.model_name)
         if req.stream:
-            return StreamingResponse(_events(ticket, first, completion, req.include_usage),
+            return StreamingResponse(_events(ticket, first, completion, req),
                                      media_type="text/event-stream",
                                      headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-        kind, value = first
-        while kind != "done":
-            kind, value = await ticket.next()
-        return JSONResponse(completion.whole(value), headers=chat_response.headers(value))
+        outcome = await _outcome(ticket, first)
+        return JSONResponse(completion.whole([outcome], req.tool_choice.takes_calls, req.logprobs),
+                            headers=chat_response.headers([outcome]))
 
     async def models(request: Request):
         return JSONResponse({"object": "list", "data": [_model_card(config.model_name, started)]})
@@ -66,26 +67,53 @@ def build_app(turns, config: ServerConfig):
                              "parallel": config.parallel, "busy": turns.busy,
                              "most_sequences": turns.most_sequences, "threads": turns.threads})
 
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", completions, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/v1/models/{name:path}", model, methods=["GET"]),
-        Route("/health", health, methods=["GET"]),
-    ], exception_handlers={APIError: _api_error, HTTPException: _http_error, Exception: _fault})
-    return Guard(app, config.api_key, config.max_body)
+    routes = []
+    for prefix in ("/v1", ""):    # several clients leave /v1 out of their base URL
+        routes += [Route(f"{prefix}/chat/completions", completions, methods=["POST"]),
+                   Route(f"{prefix}/models", models, methods=["GET"]),
+                   Route(f"{prefix}/models/{{name:path}}", model, methods=["GET"]),
+                   Route(f"{prefix}/health", health, methods=["GET"])]
+    app = Starlette(routes=routes, exception_handlers={
+        APIError: _api_error, HTTPException: _http_error, Exception: _fault})
+    guarded = Guard(app, config.api_key, config.max_body)
+    if not config.cors_origins:
+        return guarded
+    # Outside the key check: a browser's preflight carries no key, and the
+    # answers (a 401 included) must carry the headers the page needs to read them.
+    return CORSMiddleware(guarded, allow_origins=list(config.cors_origins),
+                          allow_methods=["GET", "POST", "OPTIONS"], allow_headers=["*"],
+                          expose_headers=["x-chatdb-conversation", "x-chatdb-restored-tokens",
+                                          "x-chatdb-kv-source", "retry-after"], max_age=600)
 
 
-async def _events(ticket, first, completion, include_usage: bool):
-    """Server-sent events: a role chunk, text chunks, the finish, usage, [DONE]."""
+async def _outcome(ticket, first):
+    kind, value = first
+    while kind != "done":
+        kind, value = await ticket.next()
+    return value
+
+
+async def _events(ticket, first, completion, req):
+    """Server-sent events: a role chunk, content (or tool call) chunks, the finish, usage, [DONE]."""
+    tools = ToolStream() if req.tool_choice.takes_calls else None
+    pending: list = []            # log-probabilities of tokens whose text has not gone yet
     try:
         yield _sse(completion.chunk({"role": "assistant", "content": ""}))
         kind, value = first
-        while kind == "text":
-            yield _sse(completion.chunk({"content": value}))
+        while kind != "done":
+            if kind == "logprob":
+                pending.append(chat_response.logprob_entry(value))
+            else:
+                for delta in (tools.feed(value) if tools else [{"content": value}]):
+                    yield _sse(completion.chunk(delta, logprobs=pending if req.logprobs else None))
+                    pending = []
             kind, value = await ticket.next()
-        yield _sse(completion.last_chunk(value))
-        if include_usage:
-            yield _sse(completion.usage_chunk(value))
+        for delta in (tools.close() if tools else []):
+            yield _sse(completion.chunk(delta))
+        called = bool(tools and tools.calls)
+        yield _sse(completion.chunk({}, chat_response.finish_reason(value.result, called)))
+        if req.include_usage:
+            yield _sse(completion.usage_chunk([value]))
         yield "data: [DONE]\n\n"
     except APIError as exc:
         yield _sse({"error": {"message": exc.message, "type": exc.type, "param": exc.param,
@@ -104,17 +132,6 @@ async def _json(request: Request):
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
-
-
-def _sampling(defaults: SamplingSettings, req) -> SamplingSettings:
-    return defaults.with_(temperature=req.temperature, top_p=req.top_p, seed=req.seed,
-                          max_tokens=req.max_tokens)
-
-
-def _title(messages) -> str:
-    first = next((content for role, content in messages if role == "user"), "")
-    line = " ".join(first.split())
-    return line if len(line) <= 60 else line[:59].rstrip() + "…"
 
 
 def _client(request: Request, req) -> str:

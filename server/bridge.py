@@ -21,6 +21,7 @@ class Ticket:
         loop = asyncio.get_running_loop()
         put = lambda kind, value: loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))  # noqa: E731
         turn.on_text = lambda text: put("text", text)
+        turn.on_logprob = lambda entry: put("logprob", entry)
         turn.on_done = lambda outcome: put("done", outcome)
         turn.on_error = lambda exc: put("error", exc)
 
@@ -28,7 +29,8 @@ class Ticket:
         self.turn.cancelled.set()
 
     async def next(self):
-        """("text", str), ("done", TurnOutcome), or raises the turn's failure as an APIError."""
+        """("text", str), ("logprob", entry), ("done", TurnOutcome), or raises the turn's
+        failure as an APIError."""
         kind, value = await self.events.get()
         if kind == "error":
             raise as_api_error(value)

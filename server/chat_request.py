@@ -2,55 +2,96 @@
 
 from dataclasses import dataclass, field
 
+from . import fields as f
 from .errors import bad_field
+from .output_format import OutputFormat, read_response_format
+from .tool_request import ToolChoice, read_tool_call, read_tools
 
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-UNSUPPORTED = {  # fields chatdb cannot honour: refused rather than ignored
-    "tools": "tools are not supported", "tool_choice": "tools are not supported",
-    "functions": "function calling is not supported",
-    "function_call": "function calling is not supported",
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+         "tool": "tool"}
+HONOURED = {"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+            "temperature", "top_p", "seed", "stop", "n", "response_format", "tools", "tool_choice",
+            "parallel_tool_calls", "logprobs", "top_logprobs", "logit_bias", "presence_penalty",
+            "frequency_penalty",
+            # llama.cpp's server's own, honoured as there
+            "top_k", "min_p", "repeat_penalty"}
+REFUSED = {
+    "functions": "the deprecated function calling is not supported: send 'tools'",
+    "function_call": "the deprecated function calling is not supported: send 'tool_choice'",
     "audio": "audio output is not supported", "prediction": "predicted outputs are not supported",
+    "modalities": "this model answers in text only",
+    "reasoning_effort": "this model has no reasoning effort to set",
+    "verbosity": "this model has no verbosity to set",
+    "web_search_options": "web search is not supported",
 }
-MAX_STOPS = 4
+MOST_N = 8
+MOST_TOP_LOGPROBS = 20
+
+
+@dataclass
+class ChatMessage:
+    role: str                                  # system, user, assistant or tool
+    content: str
+    tool_calls: list = field(default_factory=list)   # an assistant's: [{id, name, arguments}]
+    tool_call_id: "str | None" = None          # a tool result's
 
 
 @dataclass
 class ChatRequest:
-    messages: list[tuple[str, str]]
+    messages: list[ChatMessage]
     model: str = ""
     stream: bool = False
     include_usage: bool = False
     max_tokens: "int | None" = None
     temperature: "float | None" = None
     top_p: "float | None" = None
+    top_k: "int | None" = None
+    min_p: "float | None" = None
+    repeat_penalty: "float | None" = None
     seed: "int | None" = None
     stop: list[str] = field(default_factory=list)
     user: "str | None" = None
+    n: int = 1
+    output: OutputFormat = field(default_factory=OutputFormat)
+    tools: list = field(default_factory=list)         # tool_request.Tool
+    tool_choice: ToolChoice = field(default_factory=ToolChoice)
+    logprobs: bool = False
+    top_logprobs: int = 0
+    logit_bias: tuple = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
 
 def parse(body) -> ChatRequest:
     if not isinstance(body, dict):
         raise bad_field(None, "the request body must be a JSON object", "invalid_json")
-    for name, why in UNSUPPORTED.items():
-        if body.get(name) not in (None, [], {}):
-            raise bad_field(name, f"'{name}': {why}", "unsupported_parameter")
-    _check_n(body.get("n"))
-    model = body.get("model", "")
-    if not isinstance(model, str):
-        raise bad_field("model", "'model' must be a string")
-    stream = _bool(body, "stream")
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise bad_field("stream_options", "'stream_options' must be an object")
+    if body.get("modalities") == ["text"]:        # what it answers in anyway
+        body = {k: v for k, v in body.items() if k != "modalities"}
+    f.check_known(body, HONOURED, REFUSED)
+    model = f.text(body, "model") or ""
+    stream = f.boolean(body, "stream")
+    options = f.obj(body, "stream_options") or {}
+    tools = read_tools(body.get("tools"))
+    logprobs = f.boolean(body, "logprobs")
+    top = f.whole(body, "top_logprobs", 0, MOST_TOP_LOGPROBS)
+    if top and not logprobs:
+        raise bad_field("top_logprobs", "'top_logprobs' needs 'logprobs': true")
     return ChatRequest(
         messages=_messages(body.get("messages")), model=model, stream=stream,
-        include_usage=bool(stream and options and _bool(options, "include_usage", "stream_options.include_usage")),
-        max_tokens=_max_tokens(body), temperature=_number(body, "temperature", 0.0, 2.0),
-        top_p=_number(body, "top_p", 0.0, 1.0), seed=_seed(body.get("seed")),
-        stop=_stop(body.get("stop")), user=_user(body.get("user")))
+        include_usage=stream and f.boolean(options, "include_usage", "stream_options.include_usage"),
+        max_tokens=_max_tokens(body), temperature=f.number(body, "temperature", 0.0, 2.0),
+        top_p=f.number(body, "top_p", 0.0, 1.0), top_k=f.whole(body, "top_k", 0),
+        min_p=f.number(body, "min_p", 0.0, 1.0),
+        repeat_penalty=f.number(body, "repeat_penalty", 0.0, 10.0), seed=f.seed(body),
+        stop=f.stops(body.get("stop")), user=f.text(body, "user"),
+        n=f.whole(body, "n", 1, MOST_N) or 1, output=read_response_format(body.get("response_format")),
+        tools=tools, tool_choice=read_tool_call(body, tools), logprobs=logprobs,
+        top_logprobs=top or 0, logit_bias=f.logit_bias(body.get("logit_bias")),
+        presence_penalty=f.number(body, "presence_penalty", -2.0, 2.0) or 0.0,
+        frequency_penalty=f.number(body, "frequency_penalty", -2.0, 2.0) or 0.0)
 
 
-def _messages(messages) -> list[tuple[str, str]]:
+def _messages(messages) -> list[ChatMessage]:
     if not isinstance(messages, list) or not messages:
         raise bad_field("messages", "'messages' must be a non-empty array of messages")
     out = []
@@ -60,12 +101,38 @@ def _messages(messages) -> list[tuple[str, str]]:
             raise bad_field(where, f"'{where}' must be an object")
         role = message.get("role")
         if role not in ROLES:
-            raise bad_field(f"{where}.role", f"'{where}.role' must be system, user or assistant "
-                            f"(got {role!r})")
-        if message.get("tool_calls") or message.get("function_call"):
-            raise bad_field(f"{where}.tool_calls", f"'{where}': tool calls are not supported",
+            raise bad_field(f"{where}.role", f"'{where}.role' must be system, developer, user, "
+                            f"assistant or tool (got {role!r})")
+        if message.get("function_call"):
+            raise bad_field(f"{where}.function_call", f"'{where}.function_call': the deprecated "
+                            "function calling is not supported: send 'tool_calls'",
                             "unsupported_parameter")
-        out.append((ROLES[role], _content(message.get("content"), f"{where}.content")))
+        calls = _tool_calls(message.get("tool_calls"), where) if role == "assistant" else []
+        content = message.get("content")
+        if content is None and calls:
+            content = ""
+        call_id = message.get("tool_call_id")
+        if role == "tool" and not isinstance(call_id, str):
+            raise bad_field(f"{where}.tool_call_id", f"'{where}.tool_call_id' must be a string")
+        out.append(ChatMessage(ROLES[role], _content(content, f"{where}.content"), calls,
+                               call_id if role == "tool" else None))
+    return out
+
+
+def _tool_calls(calls, where: str) -> list:
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise bad_field(f"{where}.tool_calls", f"'{where}.tool_calls' must be an array")
+    out = []
+    for j, call in enumerate(calls):
+        at = f"{where}.tool_calls[{j}]"
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+                or not isinstance(function.get("arguments", ""), str):
+            raise bad_field(at, f"'{at}' must be {{id, type: function, function: {{name, arguments}}}}")
+        out.append({"id": str(call.get("id") or ""), "name": function["name"],
+                    "arguments": function.get("arguments") or "{}"})
     return out
 
 
@@ -86,63 +153,8 @@ def _content(content, where: str) -> str:
     return "".join(texts)
 
 
-def _check_n(n) -> None:
-    if n is not None and (not _is_int(n) or n != 1):
-        raise bad_field("n", f"'n' must be 1: chatdb gives one answer per request (got {n!r})",
-                        "unsupported_parameter")
-
-
-def _bool(body: dict, key: str, name: "str | None" = None) -> bool:
-    value = body.get(key, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise bad_field(name or key, f"'{name or key}' must be true or false")
-    return value
-
-
 def _max_tokens(body: dict) -> "int | None":
     for key in ("max_completion_tokens", "max_tokens"):
-        value = body.get(key)
-        if value is None:
-            continue
-        if not _is_int(value) or value < 1:
-            raise bad_field(key, f"'{key}' must be a whole number above 0 (got {value!r})")
-        return value
+        if body.get(key) is not None:
+            return f.whole(body, key, 1)
     return None
-
-
-def _number(body: dict, key: str, low: float, high: float) -> "float | None":
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise bad_field(key, f"'{key}' must be a number from {low:g} to {high:g} (got {value!r})")
-    return float(value)
-
-
-def _seed(value) -> "int | None":
-    if value is None:
-        return None
-    if not _is_int(value):
-        raise bad_field("seed", f"'seed' must be an integer (got {value!r})")
-    return value
-
-
-def _stop(value) -> list[str]:
-    if value is None:
-        return []
-    stops = [value] if isinstance(value, str) else value
-    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops) or len(stops) > MAX_STOPS:
-        raise bad_field("stop", f"'stop' must be a string or an array of up to {MAX_STOPS} strings")
-    return [s for s in stops if s]
-
-
-def _user(value) -> "str | None":
-    if value is not None and not isinstance(value, str):
-        raise bad_field("user", "'user' must be a string")
-    return value
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

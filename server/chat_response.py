@@ -3,60 +3,96 @@
 import time
 import uuid
 
+from engine.prompt.tool_format import split_calls
+
+from .tool_stream import new_call_id
+
 FINISH = {"stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
 
 
 class Completion:
-    """One answer's identity, shared by its chunks (or its single body)."""
+    """One response's identity, shared by its chunks (or its single body)."""
 
-    def __init__(self, model: str):
-        self.id = "chatcmpl-" + uuid.uuid4().hex
+    def __init__(self, model: str, prefix: str = "chatcmpl-"):
+        self.id = prefix + uuid.uuid4().hex
         self.created = int(time.time())
         self.model = model
 
-    def _head(self, obj: str) -> dict:
+    def head(self, obj: str) -> dict:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.model,
                 "system_fingerprint": None}
 
-    def whole(self, outcome) -> dict:
-        result = outcome.result
-        return {**self._head("chat.completion"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
-                             "logprobs": None, "finish_reason": FINISH.get(result.finish, "stop")}],
-                "usage": usage(outcome), "chatdb": chatdb_fields(outcome)}
+    def whole(self, outcomes: list, takes_calls: bool, logprobs: bool) -> dict:
+        choices = [_choice(i, o.result, takes_calls, logprobs) for i, o in enumerate(outcomes)]
+        return {**self.head("chat.completion"), "choices": choices, "usage": usage(outcomes),
+                "chatdb": chatdb_fields(outcomes)}
 
-    def chunk(self, delta: dict, finish: "str | None" = None) -> dict:
-        return {**self._head("chat.completion.chunk"),
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    def chunk(self, delta: dict, finish: "str | None" = None, index: int = 0,
+              logprobs: "list | None" = None) -> dict:
+        return {**self.head("chat.completion.chunk"),
+                "choices": [{"index": index, "delta": delta,
+                             "logprobs": {"content": logprobs, "refusal": None} if logprobs else None,
+                             "finish_reason": finish}]}
 
-    def last_chunk(self, outcome) -> dict:
-        return self.chunk({}, FINISH.get(outcome.result.finish, "stop"))
-
-    def usage_chunk(self, outcome) -> dict:
-        return {**self._head("chat.completion.chunk"), "choices": [], "usage": usage(outcome),
-                "chatdb": chatdb_fields(outcome)}
+    def usage_chunk(self, outcomes: list) -> dict:
+        return {**self.head("chat.completion.chunk"), "choices": [], "usage": usage(outcomes),
+                "chatdb": chatdb_fields(outcomes)}
 
 
-def usage(outcome) -> dict:
-    """OpenAI's usage; cached_tokens are the prompt tokens whose KV was restored, not computed."""
-    r = outcome.result
-    return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
-            "total_tokens": r.prompt_tokens + r.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": r.restored_tokens}}
+def finish_reason(result, called: bool) -> str:
+    """tool_calls where calls were made, unless the answer was cut short (length)."""
+    finish = FINISH.get(result.finish, "stop")
+    return "tool_calls" if called and finish != "length" else finish
 
 
-def chatdb_fields(outcome) -> dict:
+def _choice(index: int, result, takes_calls: bool, logprobs: bool) -> dict:
+    text, calls = split_calls(result.text) if takes_calls else (result.text, [])
+    message = {"role": "assistant", "content": text if text or not calls else None}
+    if calls:
+        message["tool_calls"] = [{"id": new_call_id(), "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}}
+                                 for c in calls]
+    entries = {"content": [logprob_entry(e) for e in result.logprobs], "refusal": None}
+    return {"index": index, "message": message, "logprobs": entries if logprobs else None,
+            "finish_reason": finish_reason(result, bool(calls))}
+
+
+def logprob_entry(entry) -> dict:
+    """One token's, as OpenAI gives it: its text, bytes, logprob, and the top alternatives."""
+    piece, logprob, top = entry
+    return {**_token(piece, logprob), "top_logprobs": [_token(p, lp) for p, lp in top]}
+
+
+def _token(piece: bytes, logprob: float) -> dict:
+    return {"token": piece.decode("utf-8", errors="replace"), "logprob": logprob,
+            "bytes": list(piece)}
+
+
+def usage(outcomes: list) -> dict:
+    """OpenAI's usage; cached_tokens are the prompt tokens whose KV was restored, not computed.
+    Several answers to one prompt count its tokens once."""
+    first = outcomes[0].result
+    completion = sum(o.result.completion_tokens for o in outcomes)
+    return {"prompt_tokens": first.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": first.prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": first.restored_tokens}}
+
+
+def chatdb_fields(outcomes: list) -> dict:
     """Where the answer went in the archive and how its prompt was obtained."""
-    r, p = outcome.result, outcome.placement
-    return {"conversation_id": r.conversation_id, "message_id": r.message_id,
-            "reused_messages": p.reused, "added_messages": len(p.path) - p.reused,
-            "kv_source": r.kv_source, "restored_tokens": r.restored_tokens,
-            "computed_tokens": r.computed_tokens, "status": r.status,
-            "batch": outcome.batch}
+    r, p = outcomes[0].result, outcomes[0].placement
+    fields = {"conversation_id": r.conversation_id, "message_id": r.message_id,
+              "reused_messages": p.reused, "added_messages": len(p.path) - p.reused,
+              "kv_source": r.kv_source, "restored_tokens": r.restored_tokens,
+              "computed_tokens": r.computed_tokens, "status": r.status,
+              "batch": outcomes[0].batch}
+    if len(outcomes) > 1:
+        fields["message_ids"] = [o.result.message_id for o in outcomes]
+    return fields
 
 
-def headers(outcome) -> dict:
-    r = outcome.result
+def headers(outcomes: list) -> dict:
+    r = outcomes[0].result
     return {"x-chatdb-conversation": str(r.conversation_id),
             "x-chatdb-restored-tokens": str(r.restored_tokens),
             "x-chatdb-kv-source": r.kv_source}

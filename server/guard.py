@@ -1,6 +1,8 @@
 """ASGI middleware in front of every route: the API key, and the size of request bodies.
 
-Both answer before any handler runs, in the OpenAI error shape. The key is
+Both answer before any handler runs, in the OpenAI error shape. /health is
+open without the key (a container's health check has none; it says nothing
+private: the model's name and how busy the server is). The key is
 compared in constant time (hmac.compare_digest), so its bytes cannot be
 guessed from response times.
 """
@@ -8,6 +10,9 @@ guessed from response times.
 import hmac
 
 from .errors import APIError, error_response
+
+
+OPEN_PATHS = ("/health", "/v1/health")
 
 
 class BodyTooLarge(APIError):
@@ -27,7 +32,7 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
-        if self.expected is not None and not hmac.compare_digest(
+        if self.expected is not None and scope["path"] not in OPEN_PATHS and not hmac.compare_digest(
                 headers.get(b"authorization", b""), self.expected):
             return await error_response(
                 401, "a valid API key is required: send 'Authorization: Bearer KEY'",

@@ -5,11 +5,12 @@ import os
 
 from .. import output
 from ..model_options import sampling_from
-from ..options import add_command, db_path, positive_int
+from ..options import add_command, context_size, db_path, positive_int
 
 DESCRIPTION = """\
-Serve the OpenAI chat API (POST /v1/chat/completions, streaming or not;
-GET /v1/models; GET /health) from the archive. Each request's messages are
+Serve the OpenAI API (POST /v1/chat/completions and /v1/completions,
+streaming or not; GET /v1/models; GET /health; each also without /v1) from
+the archive. Each request's messages are
 matched against the stored conversations: the longest stored path with the
 same messages is reused (its KV restored, not recomputed) and only what
 follows is added, so clients that resend the whole chat cost only their new
@@ -28,7 +29,7 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     parser.add_argument("--model", metavar="PATH",
                         help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
-    parser.add_argument("--ctx", type=positive_int, metavar="N",
+    parser.add_argument("--ctx", type=context_size, metavar="N",
                         help="context size in tokens of each of the --parallel sequences")
     parser.add_argument("--parallel", type=positive_int, metavar="N",
                         help="requests answered at once, batched on one model (default: from "
@@ -45,6 +46,11 @@ def register(subparsers) -> None:
                         help="longest answer when a request does not say")
     parser.add_argument("--temperature", type=float, metavar="T",
                         help="temperature when a request does not say")
+    parser.add_argument("--alias", metavar="NAME",
+                        help="the model's id in /v1/models and in answers (default: the file's name)")
+    parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                        help="let web pages from ORIGIN (https://app.example) call the API; "
+                             "repeatable, '*' for any (default: none)")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive")
     parser.set_defaults(top_k=None, top_p=None, min_p=None, repeat_penalty=None, seed=None)
@@ -71,7 +77,9 @@ def run(args) -> int:
     except BaseException:
         sock.close()
         raise
-    config = ServerConfig(model_name(path), sampling_from(args), api_key, args.max_body, parallel)
+    config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
+                          args.max_body, parallel, tuple(args.cors_origin),
+                          turns.engine.model.n_vocab)
     try:
         serve(sock, turns, config)
     finally:

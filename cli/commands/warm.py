@@ -4,7 +4,7 @@ import argparse
 from dataclasses import asdict
 
 from .. import output
-from ..options import add_command, open_archive, positive_int
+from ..options import add_command, context_size, open_archive, positive_int
 from ..progress import ProgressBar
 from ..refs import conversation
 
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
 def add_warm_options(parser) -> None:
     parser.add_argument("--model", metavar="PATH", default=argparse.SUPPRESS,
                         help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
-    parser.add_argument("--ctx", type=positive_int, metavar="N", default=argparse.SUPPRESS,
+    parser.add_argument("--ctx", type=context_size, metavar="N", default=argparse.SUPPRESS,
                         help="context size in tokens of each sequence")
     parser.add_argument("--parallel", type=positive_int, metavar="N",
                         help="conversations read at once (default: from the hardware)")

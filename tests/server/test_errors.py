@@ -48,9 +48,10 @@ def test_a_missing_or_wrong_key_is_401(keyed):
     (b'{"messages": [', None),
     (b'\xff\xfe not json', None),
     ({"messages": []}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
-    ({**OK_BODY, "n": 2}, "n"),
-    ({**OK_BODY, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
+    ({**OK_BODY, "n": 9}, "n"),
+    ({**OK_BODY, "tools": [{"type": "function", "function": {"name": "f g"}}]}, "tools[0].function.name"),
     ({"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]},
      "messages[0].content[0]"),
