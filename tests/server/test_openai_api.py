@@ -3,6 +3,8 @@
 /health, the paths without /v1, --alias, and the parameters refused rather than ignored."""
 
 import json
+import os
+import subprocess
 
 import httpx
 import jsonschema
@@ -11,8 +13,9 @@ import pytest
 
 from chatdb.archive import Archive
 
+from ..chatdb_command import chatdb_argv, python_path
 from ..polling import wait_until
-from .conftest import Server, chatdb_json
+from .conftest import ROOT, Server, chatdb_json
 
 KEY = "api-key-21"
 ORIGIN = "http://app.example"
@@ -294,3 +297,10 @@ def test_no_op_fields_are_accepted(server):
             "service_tier": "auto", "modalities": ["text"], "parallel_tool_calls": True}
     assert httpx.post(server.base + "/chat/completions", json=body, headers=auth(),
                       timeout=600).status_code == 200
+
+
+def test_a_context_below_the_floor_is_refused(db_path):
+    done = subprocess.run(chatdb_argv("serve", "--db", db_path, "--port", "0", "--ctx", "256"),
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": python_path()},
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 2 and "at least 512" in done.stderr and not db_path.exists()
