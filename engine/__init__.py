@@ -7,6 +7,7 @@ each importing only those listed after it:
 
     batching/  several turns in one forward pass: slots, their scheduler, prefill pacing, warming
     decode/    the decode loop, stop strings and speculative decoding (drafters, policy)
+    embed/     embeddings for search by meaning: the model, its conversion, passages, indexing
     machine/   the hardware: devices, CPUs and threads, the offload plan, forward-pass costs
     kv/        a sequence's KV: its sources (live, memory, archive), the cache, the writer
     prompt/    chat templates, a path's tokens, windows, a turn's prompt fitted to the context

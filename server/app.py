@@ -1,4 +1,4 @@
-"""The routes: /v1/chat/completions, /v1/models, /health (each also without /v1)."""
+"""The routes: /v1/chat/completions, /v1/embeddings, /v1/models, /health (each also without /v1)."""
 
 import json
 import logging
@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from engine.llama.sampling import SamplingSettings
 
-from . import chat_request, chat_response
+from . import chat_request, chat_response, embeddings
 from .bridge import first_or_disconnect, submit
 from .chat_turn import chat_turn
 from .errors import STATUS_TYPES, APIError, error_response
@@ -33,6 +33,7 @@ class ServerConfig:
     parallel: int = 1
     cors_origins: tuple = ()          # origins whose pages may call the API (none by default)
     n_vocab: int = 0
+    embeddings: "embeddings.EmbeddingService | None" = None   # /v1/embeddings; None: off
 
 
 def build_app(turns, config: ServerConfig):
@@ -70,6 +71,8 @@ def build_app(turns, config: ServerConfig):
     routes = []
     for prefix in ("/v1", ""):    # several clients leave /v1 out of their base URL
         routes += [Route(f"{prefix}/chat/completions", completions, methods=["POST"]),
+                   Route(f"{prefix}/embeddings", embeddings.route(config.embeddings, _json),
+                         methods=["POST"]),
                    Route(f"{prefix}/models", models, methods=["GET"]),
                    Route(f"{prefix}/models/{{name:path}}", model, methods=["GET"]),
                    Route(f"{prefix}/health", health, methods=["GET"])]

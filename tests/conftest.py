@@ -80,3 +80,40 @@ def hybrid_path(tmp_path_factory):
 def mamba_path(tmp_path_factory):
     """A tiny purely recurrent model (Mamba)."""
     return _tiny_model(tmp_path_factory, "tiny_mamba", MAMBA_FILE)
+
+
+# -- search by meaning -------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def embed_path():
+    """The default embedding model, converted by the set-up (`make install`)."""
+    from engine.embed.model_path import default_embed_path
+
+    path = default_embed_path()
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run `make install` (it converts the embedding model)",
+                    pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def embedder(embed_path):
+    """The default embedding model loaded once for the whole suite (fingerprint unremembered)."""
+    from engine.embed.embedder import Embedder
+
+    loaded = Embedder.open(None, str(embed_path))
+    yield loaded
+    loaded.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """(the folder of a tiny random-weight sentence-transformers BERT, its GGUF conversion)."""
+    from engine.embed.convert import convert
+
+    spec = importlib.util.spec_from_file_location("tiny_bert", Path(__file__).parent / "assets" / "tiny_bert.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    root = tmp_path_factory.mktemp("tiny-bert")
+    folder = module.write(root / "model")
+    return folder, convert(folder, root / "tiny-bert.gguf", "f32")

@@ -6,6 +6,7 @@ from engine.errors import Cancelled
 
 from .. import output, refs
 from ..interrupt import quit_on_signals, stop_on_sigint
+from ..meaning import indexing
 from ..model_options import add_model_options, sampling_from
 from ..options import add_command, open_archive
 from ..text_input import read_stdin
@@ -48,7 +49,7 @@ def run(args) -> int:
     if not text.strip():
         output.error("the message is empty")
         return 2
-    with open_archive(args) as archive, quit_on_signals():
+    with open_archive(args) as archive, quit_on_signals(), indexing(archive, args):
         turn = Turn.start(archive, args, text)
         try:
             result, quit_status = _answer(archive, args, turn)

@@ -1,23 +1,32 @@
-"""`chatdb search QUERY`: full-text search over every message, best first."""
+"""`chatdb search QUERY`: every message, best first, by its words and by its meaning."""
 
 from chatdb.records import ROLES
-from chatdb.search.fulltext import MARK_END, MARK_START, mark, search
+from chatdb.search.fulltext import MARK_END, MARK_START, mark
+from chatdb.search.hybrid import BY, search
 
 from .. import output, refs
+from ..meaning import MeaningSearch, add_embed_option
 from ..options import add_command, open_archive, positive_int
 
 JSON_MARK = "**"  # around matched words in --json snippets, and in plain text without colour
 
 DESCRIPTION = f"""\
-Search every message (all conversations, all branches), best match first.
-FTS5 syntax works ("a phrase", prefix*, OR, NOT, NEAR(...)); other text is
-searched as plain words.
+Search every message (all conversations, all branches), best match first,
+by its words (full-text, bm25) and by its meaning (the cosine similarity of
+embeddings), the two rankings fused. Without --by: both where the archive
+has an index by meaning (`chatdb index` builds it; new messages are added
+as they are written), else words. FTS5 syntax works ("a phrase", prefix*,
+OR, NOT, NEAR(...)); other text is searched as plain words.
 
 In the snippets, matched words are highlighted in a terminal and wrapped in
-{JSON_MARK} otherwise (NO_COLOR set, output not a terminal, or --json).
+{JSON_MARK} otherwise (NO_COLOR set, output not a terminal, or --json). A
+hit found by meaning alone shows the start of its nearest passage.
 
 JSON: [{{conversation_id, message_id, role, snippet, title, created_at,
-score}}, ...]
+score, ranks: {{words, meaning}}, similarity}}, ...]: score is bm25 (lower is
+better; 0 for a hit not matched by words), ranks the hit's place in each
+ranking (null: not among its best 50), similarity the cosine of the query and
+the message's nearest passage (null by words).
 
 Dates (--since, --until) are ISO 8601: 2024-05-01 or 2024-05-01T14:30, UTC
 unless an offset is given; a bare --until date includes that whole day."""
@@ -32,16 +41,30 @@ def register(subparsers) -> None:
     parser.add_argument("--role", choices=ROLES, help="only messages by this role")
     parser.add_argument("--since", metavar="DATE", help="only messages from DATE on")
     parser.add_argument("--until", metavar="DATE", help="only messages up to DATE")
+    parser.add_argument("--by", choices=BY, help="rank by words, meaning or both (default: both "
+                        "where the archive has an index by meaning, else words)")
+    add_embed_option(parser)
 
 
 def run(args) -> int:
+    text = " ".join(args.query)
     with open_archive(args) as archive:
         conv_id = refs.conversation(archive, args.conv).id if args.conv else None
-        hits = search(archive.conn, " ".join(args.query), limit=args.limit,
-                      conversation_id=conv_id, role=args.role, since=args.since, until=args.until)
+        meaning = MeaningSearch(archive, args.embed_model) if args.by != "words" else None
+        try:
+            by, note = meaning.choose_by(args.by) if meaning else ("words", None)
+            hits = search(archive.conn, text, by=by,
+                          meaning=meaning.query(text) if by != "words" and text.strip() else None,
+                          limit=args.limit, conversation_id=conv_id, role=args.role,
+                          since=args.since, until=args.until)
+        finally:
+            if meaning:
+                meaning.close()
     if args.json:
         output.print_json([_hit_json(hit) for hit in hits])
         return 0
+    if note:  # after the hits: a failed search says only why it failed
+        output.note(note)
     color = output.use_color()
     for number, hit in enumerate(hits):
         if number:
@@ -57,7 +80,9 @@ def run(args) -> int:
 def _hit_json(hit) -> dict:
     return {"conversation_id": hit.conversation_id, "message_id": hit.message_id,
             "role": hit.role, "snippet": mark(hit.snippet, JSON_MARK, JSON_MARK),
-            "title": hit.title, "created_at": hit.created_at, "score": hit.score}
+            "title": hit.title, "created_at": hit.created_at, "score": hit.score,
+            "ranks": {"words": hit.words_rank, "meaning": hit.meaning_rank},
+            "similarity": None if hit.similarity is None else round(hit.similarity, 4)}
 
 
 def _snippet(snippet: str, color: bool) -> str:

@@ -4,12 +4,14 @@ import ipaddress
 import os
 
 from .. import output
+from ..meaning import add_embed_option
 from ..model_options import sampling_from
 from ..options import add_command, context_size, db_path, positive_int
 
 DESCRIPTION = """\
 Serve the OpenAI API (POST /v1/chat/completions and /v1/completions,
-streaming or not; GET /v1/models; GET /health; each also without /v1) from
+streaming or not; POST /v1/embeddings, from the embedding model of
+search by meaning; GET /v1/models; GET /health; each also without /v1) from
 the archive. Each request's messages are
 matched against the stored conversations: the longest stored path with the
 same messages is reused (its KV restored, not recomputed) and only what
@@ -53,6 +55,7 @@ def register(subparsers) -> None:
                              "repeatable, '*' for any (default: none)")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive")
+    add_embed_option(parser)
     parser.set_defaults(top_k=None, top_p=None, min_p=None, repeat_penalty=None, seed=None)
 
 
@@ -69,6 +72,10 @@ def run(args) -> int:
     from server.app import ServerConfig
     from engine.serving import open_turns
 
+    from server.embeddings import EmbeddingService
+    from engine.embed.model_path import resolve_embed_path
+
+    embed_path = resolve_embed_path(args.embed_model, required=args.embed_model is not None)
     sock = bind(Listen(args.host, args.port))
     try:
         turns, parallel, path = open_turns(db_path(args), args.model, n_ctx=args.ctx,
@@ -77,14 +84,30 @@ def run(args) -> int:
     except BaseException:
         sock.close()
         raise
+    service = EmbeddingService(embed_path, model_name(embed_path)) if embed_path else None
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
-                          turns.engine.model.n_vocab)
+                          turns.engine.model.n_vocab, embeddings=service)
+    indexer = background_indexer(db_path(args), embed_path)
     try:
         serve(sock, turns, config)
     finally:
         turns.close()
+        if indexer is not None:
+            indexer.close()
+        if service is not None:
+            service.close()
     return 0
+
+
+def background_indexer(db, embed_path):
+    """The conversations the server writes, embedded as they come (every second at most)."""
+    if embed_path is None:
+        return None
+    from engine.embed.background import BackgroundIndexer
+
+    return BackgroundIndexer(db, embed_path,
+                             on_error=lambda exc: output.warning(f"messages not indexed by meaning: {exc}"))
 
 
 def _loopback(host: str) -> bool:

@@ -35,6 +35,9 @@ class Session:
         self.pending = Pending(system=system)
         self.listed: list[int] = []      # conversation ids as numbered by the last /list
         self.hits: list = []             # the last /search's hits
+        self.meaning = None              # search by meaning (cli/meaning.MeaningSearch), if any
+        self.indexer = None              # embeds what the session writes (BackgroundIndexer)
+        self.said_no_index = False       # /search without an index says so once
         self.stats = SessionStats()
         self.frontend = Frontend()
         self.errors = 0
@@ -138,6 +141,8 @@ class Session:
             stream.waiting.stop()
             raise
         stream.finish(result.status == "interrupted")
+        if self.indexer is not None:  # embedded while the answer is read, at low priority
+            self.indexer.poke()
         self.render.note(turn_line(result))
         self.stats.add(result)
         if stopped.quit_status:  # SIGTERM / SIGHUP: the answer is kept; now leave as /quit does
@@ -159,4 +164,8 @@ class Session:
         """Wait for the KV of this session to be stored, then let the model go."""
         with Waiting(self.render, "storing KV state"):
             self.engine.close()
+            if self.indexer is not None:
+                self.indexer.close()
+        if self.meaning is not None:
+            self.meaning.close()
         self.archive.close()

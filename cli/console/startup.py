@@ -8,6 +8,7 @@ import sys
 
 from .. import output, refs
 from ..interrupt import quit_on_signals
+from ..meaning import MeaningSearch
 from ..model_options import sampling_from
 from ..options import open_archive
 from .model_loading import EngineOptions, backend_phrase, load_engine, model_phrase
@@ -49,6 +50,12 @@ def open_session(args, interactive: bool) -> Session:
         raise
     session = Session(archive, engine, render, options, system=args.system)
     session.stats.model_load_s = seconds
+    try:
+        session.meaning = MeaningSearch(archive, args.embed_model)
+        session.indexer = session.meaning.background(render.warning)
+    except BaseException:
+        session.close()
+        raise
     if conv_id is not None:
         session.switch(conv_id)
     welcome(session, interactive)

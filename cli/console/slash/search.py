@@ -1,6 +1,7 @@
 """/search QUERY and /open K: find a message anywhere, then go there."""
 
-from chatdb.search.fulltext import MARK_END, MARK_START, mark, search
+from chatdb.search.fulltext import MARK_END, MARK_START, mark
+from chatdb.search.hybrid import BY, search
 
 from ... import output
 from ..screen.render import MARKED
@@ -14,10 +15,16 @@ PLAIN_MARK = "**"  # around matched words without colour, as `chatdb search` doe
 
 
 def search_(session, arg: str) -> None:
+    asked, arg = _by(arg)
     if not arg:
         raise UsageError("give the words to look for")
     r = session.render
-    session.hits = search(session.archive.conn, arg, limit=HITS)
+    by, note = session.meaning.choose_by(asked) if session.meaning else ("words", None)
+    if note and not session.said_no_index:
+        r.note(note)
+        session.said_no_index = True
+    meaning = session.meaning.query(arg) if by != "words" else None
+    session.hits = search(session.archive.conn, arg, by=by, meaning=meaning, limit=HITS)
     if not session.hits:
         r.line(f"no messages match {arg!r}")
         return
@@ -27,6 +34,16 @@ def search_(session, arg: str) -> None:
         r.line(f"{r.bold(f'{k:>2}')}  {r.dim(about)}")
         r.line(f"    {snippet(hit.snippet, r.color)}")
     r.note("/open K opens hit K's conversation at that message")
+
+
+def _by(arg: str) -> "tuple[str | None, str]":
+    """`--by words|meaning|both` at the start of the argument, and the query after it."""
+    words = arg.split(maxsplit=2)
+    if not words or words[0] != "--by":
+        return None, arg
+    if len(words) < 2 or words[1] not in BY:
+        raise UsageError(f"--by takes one of {', '.join(BY)}")
+    return words[1], words[2] if len(words) > 2 else ""
 
 
 def snippet(text: str, color: bool) -> str:
@@ -78,8 +95,11 @@ def show_around(session, message_id: int) -> None:
 
 
 COMMANDS = [
-    Command("search", "QUERY", "search every message of every conversation, best first", search_,
-            details='FTS5 syntax works: "a phrase", prefix*, OR, NOT. Hits are numbered for /open.'),
+    Command("search", "[--by words|meaning|both] QUERY",
+            "search every message of every conversation, best first", search_,
+            details='By words and by meaning (where the archive has an index by meaning: '
+                    '`chatdb index`), the two rankings fused; --by picks one. FTS5 syntax works: '
+                    '"a phrase", prefix*, OR, NOT. Hits are numbered for /open.'),
     Command("open", "K", "open search hit K's conversation at that message", open_, complete="hit",
             details="If the message is on another branch, the head moves to that branch."),
 ]

@@ -1,0 +1,104 @@
+"""Messages embedded as they are stored, on a thread of their own, off every turn's path.
+
+    indexer = BackgroundIndexer(db_path, embed_path)   # a thread with its own connection
+    indexer.poke()                                      # something was written: look now
+    indexer.close()                                     # embed what is left, then stop
+
+The thread looks for messages without vectors written after it started
+(the backlog of older ones is `chatdb index`'s), when poked and every
+`poll` seconds. It runs at the lowest CPU priority, on one thread, so a
+turn decoding meanwhile keeps the cores; the model loads at its first
+look. Whatever fails (a read-only archive, a broken model) is reported
+once and stops only the indexing.
+"""
+
+import os
+import threading
+
+from chatdb.archive import Archive
+
+from .embedder import Embedder
+from .indexer import Indexer
+
+POLL_S = 1.0
+LOWEST_PRIORITY = 19
+
+
+class BackgroundIndexer:
+    def __init__(self, db_path, embed_path, on_error=None, poll: float = POLL_S):
+        self.db_path, self.embed_path = db_path, str(embed_path)
+        self.on_error = on_error or (lambda exc: None)
+        self.poll = poll
+        self.embedded = 0
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._stop = False
+        self._after: "int | None" = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chatdb-indexer", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    def poke(self) -> None:
+        self._idle.clear()
+        self._wake.set()
+
+    def flush(self, timeout: "float | None" = None) -> bool:
+        """Wait until what was written before this call is embedded (True) or `timeout`."""
+        if not self._thread.is_alive():
+            return True
+        self.poke()
+        return self._idle.wait(timeout)
+
+    def close(self) -> None:
+        """Embed what is still without vectors, then stop the thread."""
+        if self._thread.is_alive():
+            self._stop = True
+            self.poke()
+            self._thread.join()
+
+    def _run(self) -> None:
+        _lower_priority()
+        archive = embedder = None
+        try:
+            archive = Archive.open(self.db_path)
+            self._after = Indexer.floor(archive)
+        except Exception as exc:
+            self._report(exc)
+            self._started.set()
+            self._idle.set()
+            return
+        self._started.set()
+        try:
+            while True:
+                self._wake.wait(self.poll)
+                self._wake.clear()
+                if embedder is None:
+                    embedder = Embedder.open(archive, self.embed_path)
+                self.embedded += Indexer(archive, embedder).run(after=self._after).embedded
+                if not self._wake.is_set():
+                    self._idle.set()
+                if self._stop:
+                    break
+        except Exception as exc:  # costs only the indexing: `chatdb index` catches up later
+            self._report(exc)
+        finally:
+            self._idle.set()
+            if embedder is not None:
+                embedder.close()
+            archive.close()
+
+    def _report(self, exc: Exception) -> None:
+        try:
+            self.on_error(exc)
+        except Exception:
+            pass
+
+
+def _lower_priority() -> None:
+    """This thread (and the llama.cpp workers it starts) at the lowest priority: on Linux
+    a thread's nice value is its own."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
+    except (AttributeError, OSError):
+        pass
