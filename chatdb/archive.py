@@ -80,7 +80,7 @@ class Archive:
                 self.message(head_id)
             cur = self.conn.execute(q.INSERT_CONVERSATION, (
                 uid or new_uid(), title, head_id, model, created_at,
-                updated_at or created_at, json.dumps(meta or {})))
+                updated_at or created_at, meta_json(meta)))
             conv_id = cur.lastrowid
             if system_prompt:
                 self.add_message(conv_id, "system", system_prompt, parent_id=None,
@@ -172,7 +172,7 @@ class Archive:
             cur = self.conn.execute(q.INSERT_MESSAGE, {
                 "uid": uid or new_uid(), "parent_id": parent_id, "root_id": root_id,
                 "conversation_id": conv_id, "depth": depth, "role": role, "content": content,
-                "status": status, "created_at": created_at, "meta": json.dumps(meta or {})})
+                "status": status, "created_at": created_at, "meta": meta_json(meta)})
             message_id = cur.lastrowid
             if root_id is None:
                 self.conn.execute(q.ROOT_ITSELF, (message_id,))
@@ -269,6 +269,19 @@ class Archive:
 
     def integrity_check(self) -> str:
         return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def meta_json(meta: "dict | None") -> str:
+    """A meta object as stored. Written with its text as is (not escaped), so that a lone
+    surrogate (JSON's "\\ud800", an undecodable byte) is refused here, like in any other
+    column, instead of being stored escaped and breaking every later export."""
+    text = json.dumps(meta or {}, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ChatdbError(f"meta holds a lone surrogate \\u{ord(text[exc.start]):04x}, "
+                          "which is not text") from None
+    return text
 
 
 def new_uid() -> str:

@@ -7,6 +7,7 @@ empty (https://no-color.org) and TERM is not "dumb".
 import functools
 import json
 import os
+import re
 import sys
 
 BOLD, DIM, HIGHLIGHT, RESET = "\x1b[1m", "\x1b[2m", "\x1b[1;33m", "\x1b[0m"
@@ -16,12 +17,25 @@ CONTROL = {c: None for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f
 TITLE_WIDTH = 60
 
 
+# A lone surrogate is no character: UTF-8 cannot write it. One in the archive (stored by an
+# older chatdb) is written as U+FFFD, so that one bad string never stops an export or a listing.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
 def print_json(value) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    print_text(json.dumps(value, ensure_ascii=False, indent=2))
 
 
 def print_text(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(encodable(text)[0] + "\n")
+
+
+def encodable(text: str) -> "tuple[str, int]":
+    """`text` with each lone surrogate made U+FFFD, and how many there were."""
+    if text.isascii():
+        return text, 0
+    return LONE_SURROGATE.subn(REPLACEMENT, text)
 
 
 def error(message: str) -> None:

@@ -101,29 +101,37 @@ def get(obj: dict, key: str, kinds: "type | tuple", where: str, *, required: boo
     return value
 
 
-CONVERSATION_TEXT = ("uid", "title", "head_uid", "system_prompt", "model")
-MESSAGE_TEXT = ("uid", "parent_uid", "content", "owner_uid")
-
-
 def check_text(records: list[ConversationRecord]) -> None:
     """Every string SQLite will store is UTF-8-encodable: JSON's "\\ud800" escape
-    reads as a lone surrogate, which no text column can hold."""
+    reads as a lone surrogate, which no text column can hold (and no export could
+    write). Every field is checked, meta's keys and values too."""
     for record in records:
-        _check_fields(record, CONVERSATION_TEXT, record.where)
+        _check_fields(record, record.where)
         for message in record.messages:
-            _check_fields(message, MESSAGE_TEXT, message.where)
+            _check_fields(message, message.where)
 
 
-def _check_fields(record, names: tuple, where: str) -> None:
-    for name in names:
-        value = getattr(record, name, None)
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise fail(where, f'"{_json_name(name)}" holds a lone surrogate '
-                                  f'\\u{ord(value[exc.start]):04x} at character {exc.start + 1}, '
-                                  "which is not text") from None
+def _check_fields(record, where: str) -> None:
+    for name, value in vars(record).items():
+        if name not in ("messages", "where"):
+            _check_value(value, _json_name(name), where)
+
+
+def _check_value(value, name: str, where: str) -> None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise fail(where, f'"{name}" holds a lone surrogate '
+                              f'\\u{ord(value[exc.start]):04x} at character {exc.start + 1}, '
+                              "which is not text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_value(key, name, where)
+            _check_value(item, f"{name}.{key}", where)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_value(item, name, where)
 
 
 def _json_name(field_name: str) -> str:

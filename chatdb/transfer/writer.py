@@ -6,10 +6,9 @@ archive is a duplicate and is skipped (an existing conversation still gains
 the messages it lacks); a second import of the same file adds nothing.
 """
 
-import json
 from dataclasses import dataclass
 
-from ..archive import Archive
+from ..archive import Archive, meta_json
 from .records import ConversationRecord, MessageRecord, fail, parents_first
 
 # Row-level fix-ups the public API has no call for: they restore what the
@@ -119,7 +118,7 @@ def _restore(archive: Archive, record: ConversationRecord, conv_id: int, message
     source_id = _message_id(archive, source, message_ids) if isinstance(source, str) else None
     if source_id is not None:
         meta["forked_from"] = source_id
-    archive.conn.execute(RESTORE_CONVERSATION, (head_id, json.dumps(meta), record.updated_at,
+    archive.conn.execute(RESTORE_CONVERSATION, (head_id, meta_json(meta), record.updated_at,
                                                 conv_id))
 
 

@@ -54,6 +54,11 @@ def run(args) -> int:
             conv_ids = conv_ids or all_conversation_ids(archive)
             text = markdown_document(archive, conv_ids)
             counts = (len(conv_ids), sum(len(archive.messages(cid)) for cid in conv_ids))
+    text, replaced = output.encodable(text)
+    if replaced:
+        output.warning(f"{replaced} character{'s' * (replaced != 1)} of the archive "
+                       f"{'were lone surrogates' if replaced != 1 else 'was a lone surrogate'} "
+                       "(not text); written as U+FFFD")
     if not args.output:
         sys.stdout.write(text)
         return 0

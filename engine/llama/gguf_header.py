@@ -7,6 +7,7 @@ are read. Tensor sizes are the gaps between successive offsets, so no table
 of quantisation block sizes is needed; the vocabulary's strings are skipped.
 """
 
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,12 +42,20 @@ class ModelFacts:
 
 
 class _Reader:
-    """Reads the header from a growing in-memory copy of the file's start."""
+    """Reads the header from a growing in-memory copy of the file's start.
+
+    Every length and count is checked against what is left of the file before
+    anything is read or allocated: a damaged or crafted header (a string of
+    2**63 bytes) is an error, not a MemoryError.
+    """
 
     def __init__(self, f):
         self.f, self.buf, self.pos = f, b"", 0
+        self.size = os.fstat(f.fileno()).st_size
 
     def _need(self, n: int) -> None:
+        if self.pos + n > self.size:
+            raise EngineError("the GGUF header is damaged (a length runs past the end of the file)")
         while self.pos + n > len(self.buf):
             more = self.f.read(max(1 << 20, len(self.buf), self.pos + n - len(self.buf)))
             if not more:
@@ -82,12 +91,13 @@ class _Reader:
         if kind == ARRAY:
             inner, n = self.read("I"), self.read("Q")
             if inner in SCALARS:  # numeric arrays in one go
+                self._need(n * struct.calcsize("<" + SCALARS[inner]))
                 fmt = f"<{n}{SCALARS[inner]}"
-                self._need(struct.calcsize(fmt))
                 values = list(struct.unpack_from(fmt, self.buf, self.pos))
                 self.pos += struct.calcsize(fmt)
                 return values
             if inner == STRING:  # the vocabulary: only its length matters here
+                self._need(min(n, self.size) * 8)   # 8 bytes of length each, at least
                 self._skip_strings(n)
                 return n
             return [self.value(inner) for _ in range(n)]
@@ -96,6 +106,15 @@ class _Reader:
 
 def read_header(path: "str | Path") -> "tuple[dict, list[tuple[str, int]], int]":
     """(metadata, [(tensor name, offset)], start of the data section)."""
+    try:
+        return _read_header(path)
+    except (struct.error, ValueError, TypeError, OverflowError, ZeroDivisionError) as exc:
+        raise EngineError(f"{path}: the GGUF header is damaged ({exc})") from None
+    except EngineError as exc:
+        raise EngineError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from None
+
+
+def _read_header(path: "str | Path") -> "tuple[dict, list[tuple[str, int]], int]":
     with open(path, "rb") as f:
         if f.read(4) != MAGIC:
             raise EngineError(f"{path} is not a GGUF file")
@@ -117,15 +136,26 @@ def read_header(path: "str | Path") -> "tuple[dict, list[tuple[str, int]], int]"
             r.read("I")  # type
             tensors.append((name, r.read("Q")))
         align = int(metadata.get("general.alignment", 32))
+        if align < 1:
+            raise ValueError(f"alignment {align}")
         start = -(-r.pos // align) * align
     return metadata, tensors, start
 
 
 def read_facts(path: "str | Path") -> ModelFacts:
     metadata, tensors, start = read_header(path)
+    try:
+        return _facts(path, metadata, tensors, start)
+    except (ValueError, TypeError, OverflowError, ZeroDivisionError, AttributeError) as exc:
+        raise EngineError(f"{path}: the GGUF header is damaged ({type(exc).__name__}: {exc})") from None
+
+
+def _facts(path, metadata: dict, tensors: list, start: int) -> ModelFacts:
     arch = metadata.get("general.architecture", "")
     get = lambda key, default=0: metadata.get(f"{arch}.{key}", default)  # noqa: E731
     n_layer = int(get("block_count"))
+    if not 0 <= n_layer <= len(tensors):  # every block has tensors of its own
+        raise ValueError(f"{n_layer} blocks in a file of {len(tensors)} tensors")
     sizes = _sizes(tensors, Path(path).stat().st_size - start)
     layer_bytes = [0] * n_layer
     output = other = 0

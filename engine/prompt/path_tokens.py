@@ -15,6 +15,7 @@ from chatdb.archive import Archive
 from chatdb.records import Message
 
 from ..llama.model import Model
+from .content_tokens import content_spans, sentinel, specials_of, tokens_with_text_content
 from .template import ChatTemplate, TemplateUnstable
 from .tool_format import as_template_message
 
@@ -70,11 +71,24 @@ class PromptBuilder:
 
     def whole(self, path: list[Message]) -> PathTokens:
         """The path tokenized as one text (for templates that are not prefix-stable)."""
-        text = self.template.boundary(as_chat(path))
-        return PathTokens([path[-1].id], [np.asarray(self.model.tokenize(text), np.int32)], stable=False)
+        chat = as_chat(path)
+        text = self.template.boundary(chat)
+        marked = self.template.boundary([{**m, "content": sentinel(i)} for i, m in enumerate(chat)])
+        tokens = self.text_tokens(text, marked, [m["content"] for m in chat])
+        return PathTokens([path[-1].id], [np.asarray(tokens, np.int32)], stable=False)
 
     def piece_tokens(self, before: list[dict], message: dict) -> list[int]:
-        return self.model.tokenize(self.template.message_text(before, message))
+        text = self.template.message_text(before, message)
+        marked = self.template.message_text(before, {**message, "content": sentinel(0)})
+        return self.text_tokens(text, marked, [message["content"]])
+
+    def text_tokens(self, text: str, marked: str, contents: list[str]) -> list[int]:
+        """Tokens of template text holding `contents`, the contents read as text only
+        (`marked`: the same text with sentinels for them; see content_tokens)."""
+        spans = content_spans(text, marked, contents)
+        if spans is None:  # a template that rewrites content: where it sits cannot be told
+            return self.model.tokenize(text)
+        return tokens_with_text_content(self.model, specials_of(self.model), text, spans)
 
     def generation_tokens(self, path: list[Message]) -> list[int]:
         """The tokens that open an answer after `path`."""

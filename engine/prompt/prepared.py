@@ -43,7 +43,7 @@ def check_question(prompts: PromptBuilder, path, settings: SamplingSettings) -> 
     try:
         question_tokens = prompts.piece_tokens(before, question)
     except TemplateUnstable:
-        question_tokens = prompts.model.tokenize(question["content"])
+        question_tokens = prompts.model.tokenize(question["content"], special=False)
     system = path[0] if path[0].role == "system" else None
     room = budget(n_ctx, settings, prompts.generation_tokens(path))
     room -= len(prompts.path_tokens([system]).flat()) if system else 0

@@ -60,3 +60,31 @@ def test_an_import_holding_a_lone_surrogate_changes_nothing(chatdb, db_path, sam
     line = chatdb("import", bad).error(1)
     assert str(bad) in line and 'message "' in line and "lone surrogate \\ud800" in line
     assert _conversations(db_path) == 3
+
+
+def test_an_import_with_a_surrogate_in_meta_changes_nothing(chatdb, db_path, sample, tmp_path,
+                                                           chatgpt_export):
+    chatgpt_export[0]["mapping"]["a1"]["message"]["metadata"]["model_slug"] = "gpt\ud800"
+    bad = tmp_path / "conversations.json"
+    bad.write_text(json.dumps(chatgpt_export), "ascii")
+    line = chatdb("import", bad).error(1)
+    assert '"meta.model" holds a lone surrogate \\ud800' in line
+    assert _conversations(db_path) == 3
+
+
+def test_an_archive_already_holding_surrogates_still_exports(chatdb, db_path, sample, tmp_path):
+    """As an older chatdb stored them: escaped inside meta's JSON."""
+    with Archive.open(db_path) as archive:
+        archive.conn.execute("UPDATE conversations SET meta = ? WHERE id = ?",
+                             ('{"client": "u\\udfff"}', sample.trip))
+        archive.conn.execute("UPDATE messages SET meta = ? WHERE conversation_id = ?",
+                             ('{"model": "\\ud800"}', sample.trip))
+    shown = chatdb("show", str(sample.trip), "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["meta"]["client"] == "u\ufffd"
+    out = tmp_path / "all.json"
+    exported = chatdb("export", "-o", out)
+    assert exported.returncode == 0 and "lone surrogates (not text); written as U+FFFD" in exported.stderr
+    assert "\ufffd" in out.read_text("utf-8")
+    assert chatdb("export", "--format", "markdown").returncode == 0
+    again = chatdb("import", out, "--json", "--db", tmp_path / "copy.db", db=False).json()
+    assert again["conversations"] == 3
