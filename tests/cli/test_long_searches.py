@@ -1,5 +1,6 @@
 """Searches that used to take minutes: snippets of huge messages, and Ctrl-C during a search."""
 
+import os
 import signal
 import statistics
 import subprocess
@@ -64,7 +65,7 @@ def test_ctrl_c_stops_a_long_search_at_once(logs, cli_env):
     alone = time.monotonic()
     proc = subprocess.Popen(_search_argv(path), cwd=REPO, env=cli_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    _wait_for_cpu(proc.pid, seconds=1.0)   # past start-up (~0.3 s): inside the search
+    _wait_for_open(proc.pid, path)   # past start-up: the search is what is left
     asked = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -77,25 +78,26 @@ def test_ctrl_c_stops_a_long_search_at_once(logs, cli_env):
 
 def _search_argv(path):
     from ..chatdb_command import chatdb_argv
-    return chatdb_argv("search", "w*", "--db", path)
+    return chatdb_argv("search", "w*", "--by", "words", "--db", path)
 
 
-def _wait_for_cpu(pid: int, seconds: float, timeout: float = 60) -> None:
-    """Until process `pid` has used `seconds` of CPU time."""
+def _wait_for_open(pid: int, path, timeout: float = 60) -> None:
+    """Until process `pid` has the archive at `path` open."""
     deadline = time.monotonic() + timeout
-    tick = 100.0
     while time.monotonic() < deadline:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        if (int(fields[11]) + int(fields[12])) / tick >= seconds:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} did not use {seconds} s of CPU in {timeout} s")
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == str(path):
+                    return
+            except FileNotFoundError:
+                continue
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not open {path} in {timeout} s")
 
 
 def test_ctrl_c_stops_one_long_statement(archive):
     """What makes any search stoppable: Ctrl-C inside one long SQLite statement, which
     Python alone would honour only when the statement ends."""
-    import os
     import threading
 
     from chatdb.interrupt import interruptible
