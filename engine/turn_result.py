@@ -58,6 +58,12 @@ class TurnParts:
             warnings=list(warnings), speculative=speculative, logprobs=gen.logprobs)
 
 
+def raw_result(gen: Generation, acquired: Acquired, prompt_tokens: int, started: float) -> TurnResult:
+    """What a completion (a raw prompt, not archived) tells its caller: no ids."""
+    parts = TurnParts(None, None, started, prompt_tokens=prompt_tokens)
+    return parts.result(None, gen, acquired, [], {})
+
+
 def speculative_figures(mode: str, gen: Generation, policy: DraftPolicy,
                         draft_kv: "Acquired | None") -> dict:
     """How drafting went in one answer, and how the draft model's KV was obtained."""

@@ -1,4 +1,5 @@
-"""The routes: /v1/chat/completions, /v1/embeddings, /v1/models, /health (each also without /v1)."""
+"""The routes: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health
+(each also without /v1)."""
 
 import json
 import logging
@@ -14,10 +15,14 @@ from starlette.routing import Route
 
 from engine.llama.sampling import SamplingSettings
 
-from . import chat_request, chat_response, embeddings
+from engine.batching.turns import Turn
+from engine.errors import PromptTooLong
+from engine.prompt.completion_prompt import NoFillInTheMiddle
+
+from . import chat_request, chat_response, completion_request, completion_response, embeddings
 from .bridge import first_or_disconnect, submit
-from .chat_turn import chat_turn
-from .errors import STATUS_TYPES, APIError, error_response
+from .chat_turn import chat_turn, completion_sampling, siblings
+from .errors import STATUS_TYPES, APIError, bad_field, error_response
 from .guard import Guard
 from .tool_stream import ToolStream
 
@@ -34,27 +39,42 @@ class ServerConfig:
     cors_origins: tuple = ()          # origins whose pages may call the API (none by default)
     n_vocab: int = 0
     embeddings: "embeddings.EmbeddingService | None" = None   # /v1/embeddings; None: off
+    prompts: "object | None" = None   # engine.prompt.completion_prompt.CompletionPrompts
 
 
 def build_app(turns, config: ServerConfig):
     """The ASGI application; `turns` answers Turns (engine.batching.scheduler.SlotScheduler)."""
     started = int(time.time())
 
-    async def completions(request: Request):
+    async def chat(request: Request):
         req = chat_request.parse(await _json(request))
-        turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req))
+        turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req),
+                         config.parallel)
         ticket = submit(turns, turn)
         first = await first_or_disconnect(ticket, request.receive)
         if first is None:
             return Response(status_code=499)  # the client has gone: nobody reads this
         completion = chat_response.Completion(config.model_name)
         if req.stream:
-            return StreamingResponse(_events(ticket, first, completion, req),
-                                     media_type="text/event-stream",
-                                     headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-        outcome = await _outcome(ticket, first)
-        return JSONResponse(completion.whole([outcome], req.tool_choice.takes_calls, req.logprobs),
-                            headers=chat_response.headers([outcome]))
+            return _streaming(chat_events(ticket, first, completion, req))
+        outcomes = await ticket.outcomes(first)
+        return JSONResponse(completion.whole(outcomes, req.tool_choice.takes_calls, req.logprobs),
+                            headers=chat_response.headers(outcomes))
+
+    async def completions(request: Request):
+        req = completion_request.parse(await _json(request))
+        turn = completion_turn(req, config, request)
+        ticket = submit(turns, turn)
+        first = await first_or_disconnect(ticket, request.receive)
+        if first is None:
+            return Response(status_code=499)
+        completion = chat_response.Completion(config.model_name, "cmpl-")
+        prefix = req.prompt if req.echo else ""
+        if req.stream:
+            return _streaming(text_events(ticket, first, completion, req, prefix))
+        outcomes = await ticket.outcomes(first)
+        return JSONResponse(completion_response.whole(completion, outcomes, prefix,
+                                                      req.logprobs is not None))
 
     async def models(request: Request):
         return JSONResponse({"object": "list", "data": [_model_card(config.model_name, started)]})
@@ -70,7 +90,8 @@ def build_app(turns, config: ServerConfig):
 
     routes = []
     for prefix in ("/v1", ""):    # several clients leave /v1 out of their base URL
-        routes += [Route(f"{prefix}/chat/completions", completions, methods=["POST"]),
+        routes += [Route(f"{prefix}/chat/completions", chat, methods=["POST"]),
+                   Route(f"{prefix}/completions", completions, methods=["POST"]),
                    Route(f"{prefix}/embeddings", embeddings.route(config.embeddings, _json),
                          methods=["POST"]),
                    Route(f"{prefix}/models", models, methods=["GET"]),
@@ -89,40 +110,93 @@ def build_app(turns, config: ServerConfig):
                                           "x-chatdb-kv-source", "retry-after"], max_age=600)
 
 
-async def _outcome(ticket, first):
-    kind, value = first
-    while kind != "done":
-        kind, value = await ticket.next()
-    return value
-
-
-async def _events(ticket, first, completion, req):
-    """Server-sent events: a role chunk, content (or tool call) chunks, the finish, usage, [DONE]."""
-    tools = ToolStream() if req.tool_choice.takes_calls else None
-    pending: list = []            # log-probabilities of tokens whose text has not gone yet
+def completion_turn(req, config: ServerConfig, request: Request) -> Turn:
+    """A completion's turn: its prompt's tokens (a 400 where they cannot be), not archived."""
     try:
-        yield _sse(completion.chunk({"role": "assistant", "content": ""}))
-        kind, value = first
-        while kind != "done":
+        prompt = config.prompts.tokens(req.prompt, req.suffix)
+    except NoFillInTheMiddle as exc:
+        raise bad_field("suffix", f"'suffix': {exc}", "unsupported_parameter") from None
+    except PromptTooLong as exc:
+        raise APIError(400, str(exc), param="prompt", code="context_length_exceeded") from None
+    turn = Turn(messages=[], sampling=completion_sampling(req, config.sampling, config.n_vocab),
+                stop=req.sampling.stop, prompt=prompt)
+    turn.siblings = siblings(turn, req.n, config.parallel)
+    return turn
+
+
+def _streaming(events) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+async def chat_events(ticket, first, completion, req):
+    """Server-sent events: a role chunk per answer, content (or tool call) chunks, each
+    answer's finish, usage, [DONE]."""
+    n = len(ticket.answers)
+    tools = [ToolStream() if req.tool_choice.takes_calls else None for _ in range(n)]
+    pending: list = [[] for _ in range(n)]   # logprobs of tokens whose text has not gone yet
+    done = {}
+    try:
+        for i in range(n):
+            yield _sse(completion.chunk({"role": "assistant", "content": ""}, index=i))
+        i, kind, value = first
+        while True:
             if kind == "logprob":
-                pending.append(chat_response.logprob_entry(value))
+                pending[i].append(chat_response.logprob_entry(value))
+            elif kind == "text":
+                for delta in (tools[i].feed(value) if tools[i] else [{"content": value}]):
+                    yield _sse(completion.chunk(delta, index=i,
+                                                logprobs=pending[i] if req.logprobs else None))
+                    pending[i] = []
             else:
-                for delta in (tools.feed(value) if tools else [{"content": value}]):
-                    yield _sse(completion.chunk(delta, logprobs=pending if req.logprobs else None))
-                    pending = []
-            kind, value = await ticket.next()
-        for delta in (tools.close() if tools else []):
-            yield _sse(completion.chunk(delta))
-        called = bool(tools and tools.calls)
-        yield _sse(completion.chunk({}, chat_response.finish_reason(value.result, called)))
+                for delta in (tools[i].close() if tools[i] else []):
+                    yield _sse(completion.chunk(delta, index=i))
+                called = bool(tools[i] and tools[i].calls)
+                yield _sse(completion.chunk({}, chat_response.finish_reason(value.result, called),
+                                            index=i))
+                done[i] = value
+                if len(done) == n:
+                    break
+            i, kind, value = await ticket.next()
         if req.include_usage:
-            yield _sse(completion.usage_chunk([value]))
+            yield _sse(completion.usage_chunk([done[i] for i in range(n)]))
         yield "data: [DONE]\n\n"
     except APIError as exc:
-        yield _sse({"error": {"message": exc.message, "type": exc.type, "param": exc.param,
-                              "code": exc.code}})
+        yield _sse(exc.body())
     finally:
         ticket.cancel()  # the client went away mid-answer: stop it, keep what was written
+
+
+async def text_events(ticket, first, completion, req, prefix: str):
+    """A completion's events: its text in chunks (the echoed prompt first), the finish, [DONE]."""
+    n, done, logprobs = len(ticket.answers), {}, req.logprobs is not None
+    pending: list = [[] for _ in range(n)]
+    try:
+        for i in range(n):
+            if prefix:
+                yield _sse(completion_response.chunk(completion, i, prefix, [], logprobs))
+        i, kind, value = first
+        while True:
+            if kind == "logprob":
+                pending[i].append(value)
+            elif kind == "text":
+                yield _sse(completion_response.chunk(completion, i, value, pending[i], logprobs))
+                pending[i] = []
+            else:
+                finish = chat_response.finish_reason(value.result, False)
+                yield _sse(completion_response.chunk(completion, i, "", [], logprobs, finish))
+                done[i] = value
+                if len(done) == n:
+                    break
+            i, kind, value = await ticket.next()
+        if req.include_usage:
+            yield _sse({**completion.head("text_completion"), "choices": [],
+                        "usage": chat_response.usage([done[i] for i in range(n)])})
+        yield "data: [DONE]\n\n"
+    except APIError as exc:
+        yield _sse(exc.body())
+    finally:
+        ticket.cancel()
 
 
 def _sse(value: dict) -> str:

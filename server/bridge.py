@@ -1,9 +1,10 @@
 """From an async request handler to the engine's thread and back.
 
-A Ticket carries one turn: the engine's callbacks (on its thread) put
-events on an asyncio queue through the event loop, and the handler reads
-them. Cancelling the ticket (the client went away) stops the answer at its
-next token; what was written is kept, marked interrupted.
+A Ticket carries one request's turn and its sibling answers (n > 1): the
+engine's callbacks (on its thread) put events, tagged with the answer's
+index, on one asyncio queue through the event loop, and the handler reads
+them. Cancelling the ticket (the client went away) stops the answers at
+their next token; what was written is kept, marked interrupted.
 """
 
 import asyncio
@@ -17,24 +18,42 @@ from .errors import APIError
 class Ticket:
     def __init__(self, turn: Turn):
         self.turn = turn
+        self.answers = [turn] + list(turn.siblings)
         self.events: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        put = lambda kind, value: loop.call_soon_threadsafe(self.events.put_nowait, (kind, value))  # noqa: E731
+        for index, answer in enumerate(self.answers):
+            self._connect(answer, index, loop)
+
+    def _connect(self, turn: Turn, index: int, loop) -> None:
+        def put(kind, value):
+            loop.call_soon_threadsafe(self.events.put_nowait, (index, kind, value))
         turn.on_text = lambda text: put("text", text)
         turn.on_logprob = lambda entry: put("logprob", entry)
         turn.on_done = lambda outcome: put("done", outcome)
         turn.on_error = lambda exc: put("error", exc)
 
     def cancel(self) -> None:
-        self.turn.cancelled.set()
+        for turn in self.answers:
+            turn.cancelled.set()
 
     async def next(self):
-        """("text", str), ("logprob", entry), ("done", TurnOutcome), or raises the turn's
-        failure as an APIError."""
-        kind, value = await self.events.get()
+        """(index, "text", str), (index, "logprob", entry), (index, "done", TurnOutcome), or
+        raises an answer's failure as an APIError."""
+        index, kind, value = await self.events.get()
         if kind == "error":
             raise as_api_error(value)
-        return kind, value
+        return index, kind, value
+
+    async def outcomes(self, first) -> list:
+        """Every answer's TurnOutcome, in index order, reading on from `first`."""
+        done = {}
+        index, kind, value = first
+        while True:
+            if kind == "done":
+                done[index] = value
+                if len(done) == len(self.answers):
+                    return [done[i] for i in range(len(self.answers))]
+            index, kind, value = await self.next()
 
 
 def submit(turns, turn: Turn) -> Ticket:

@@ -10,11 +10,8 @@ from .tool_request import ToolChoice, read_tool_call, read_tools
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
          "tool": "tool"}
 HONOURED = {"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-            "temperature", "top_p", "seed", "stop", "n", "response_format", "tools", "tool_choice",
-            "parallel_tool_calls", "logprobs", "top_logprobs", "logit_bias", "presence_penalty",
-            "frequency_penalty",
-            # llama.cpp's server's own, honoured as there
-            "top_k", "min_p", "repeat_penalty"}
+            "n", "response_format", "tools", "tool_choice", "parallel_tool_calls", "logprobs",
+            "top_logprobs"} | f.SAMPLING
 REFUSED = {
     "functions": "the deprecated function calling is not supported: send 'tools'",
     "function_call": "the deprecated function calling is not supported: send 'tool_choice'",
@@ -42,14 +39,7 @@ class ChatRequest:
     model: str = ""
     stream: bool = False
     include_usage: bool = False
-    max_tokens: "int | None" = None
-    temperature: "float | None" = None
-    top_p: "float | None" = None
-    top_k: "int | None" = None
-    min_p: "float | None" = None
-    repeat_penalty: "float | None" = None
-    seed: "int | None" = None
-    stop: list[str] = field(default_factory=list)
+    sampling: f.Sampling = field(default_factory=f.Sampling)
     user: "str | None" = None
     n: int = 1
     output: OutputFormat = field(default_factory=OutputFormat)
@@ -57,9 +47,6 @@ class ChatRequest:
     tool_choice: ToolChoice = field(default_factory=ToolChoice)
     logprobs: bool = False
     top_logprobs: int = 0
-    logit_bias: tuple = ()
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
 
 
 def parse(body) -> ChatRequest:
@@ -79,16 +66,10 @@ def parse(body) -> ChatRequest:
     return ChatRequest(
         messages=_messages(body.get("messages")), model=model, stream=stream,
         include_usage=stream and f.boolean(options, "include_usage", "stream_options.include_usage"),
-        max_tokens=_max_tokens(body), temperature=f.number(body, "temperature", 0.0, 2.0),
-        top_p=f.number(body, "top_p", 0.0, 1.0), top_k=f.whole(body, "top_k", 0),
-        min_p=f.number(body, "min_p", 0.0, 1.0),
-        repeat_penalty=f.number(body, "repeat_penalty", 0.0, 10.0), seed=f.seed(body),
-        stop=f.stops(body.get("stop")), user=f.text(body, "user"),
+        sampling=f.sampling(body, _max_tokens(body)), user=f.text(body, "user"),
         n=f.whole(body, "n", 1, MOST_N) or 1, output=read_response_format(body.get("response_format")),
         tools=tools, tool_choice=read_tool_call(body, tools), logprobs=logprobs,
-        top_logprobs=top or 0, logit_bias=f.logit_bias(body.get("logit_bias")),
-        presence_penalty=f.number(body, "presence_penalty", -2.0, 2.0) or 0.0,
-        frequency_penalty=f.number(body, "frequency_penalty", -2.0, 2.0) or 0.0)
+        top_logprobs=top or 0)
 
 
 def _messages(messages) -> list[ChatMessage]:

@@ -35,25 +35,49 @@ def sampling_of(req: ChatRequest, defaults: SamplingSettings, n_vocab: int) -> S
         raise bad_field("response_format", "'response_format' with tools needs 'tool_choice': "
                         "none (an answer is either calls or the format asked for)",
                         "unsupported_parameter")
-    for token, _ in req.logit_bias:
-        if n_vocab and token >= n_vocab:
-            raise bad_field("logit_bias", f"'logit_bias': token {token} is not in the model's "
-                            f"vocabulary of {n_vocab}")
-    chosen = defaults.with_(temperature=req.temperature, top_p=req.top_p, top_k=req.top_k,
-                            min_p=req.min_p, repeat_penalty=req.repeat_penalty, seed=req.seed,
-                            max_tokens=req.max_tokens)
-    return replace(chosen, presence_penalty=req.presence_penalty,
-                   frequency_penalty=req.frequency_penalty, logit_bias=req.logit_bias,
+    return replace(_common(req, defaults, n_vocab),
                    grammar=req.output.grammar or req.tool_choice.grammar,
                    logprobs=req.top_logprobs if req.logprobs else None)
 
 
-def chat_turn(req: ChatRequest, defaults: SamplingSettings, n_vocab: int, client: str) -> Turn:
-    if req.n > 1:
-        raise bad_field("n", "'n' above 1 is not supported yet", "unsupported_parameter")
+def completion_sampling(req, defaults: SamplingSettings, n_vocab: int) -> SamplingSettings:
+    return replace(_common(req, defaults, n_vocab), logprobs=req.logprobs)
+
+
+def _common(req, defaults: SamplingSettings, n_vocab: int) -> SamplingSettings:
+    """The settings both endpoints take, over the server's defaults."""
+    s = req.sampling
+    for token, _ in s.logit_bias:
+        if n_vocab and token >= n_vocab:
+            raise bad_field("logit_bias", f"'logit_bias': token {token} is not in the model's "
+                            f"vocabulary of {n_vocab}")
+    chosen = defaults.with_(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k,
+                            min_p=s.min_p, repeat_penalty=s.repeat_penalty, seed=s.seed,
+                            max_tokens=s.max_tokens)
+    return replace(chosen, presence_penalty=s.presence_penalty,
+                   frequency_penalty=s.frequency_penalty, logit_bias=s.logit_bias)
+
+
+def chat_turn(req: ChatRequest, defaults: SamplingSettings, n_vocab: int, client: str,
+              parallel: int) -> Turn:
     messages = archived_messages(req)
-    return Turn(messages=messages, sampling=sampling_of(req, defaults, n_vocab), stop=req.stop,
-                title=_title(messages), meta={"client": client, "via": "chatdb serve"})
+    sampling = sampling_of(req, defaults, n_vocab)
+    turn = Turn(messages=messages, sampling=sampling, stop=req.sampling.stop, title=_title(messages),
+                meta={"client": client, "via": "chatdb serve"})
+    turn.siblings = siblings(turn, req.n, parallel)
+    return turn
+
+
+def siblings(turn: Turn, n: int, parallel: int) -> list[Turn]:
+    """n - 1 more answers to the turn's prompt, computed beside it (a sequence each); with a
+    seed, answer i samples with seed + i, so each differs and each is repeatable."""
+    if n > parallel:
+        raise bad_field("n", f"'n' must be at most {parallel} here: the answers are computed "
+                        f"together, a sequence each, and the server has {parallel} (--parallel)")
+    seed = turn.sampling.seed
+    return [replace(turn, sampling=replace(turn.sampling, seed=None if seed is None else seed + i),
+                    siblings=[], cancelled=type(turn.cancelled)())
+            for i in range(1, n)]
 
 
 def _title(messages) -> str:

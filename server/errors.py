@@ -14,6 +14,10 @@ class APIError(Exception):
         self.status, self.message, self.type = status, message, type
         self.param, self.code, self.headers = param, code, headers or {}
 
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param,
+                          "code": self.code}}
+
     def response(self) -> JSONResponse:
         return error_response(self.status, self.message, type=self.type, param=self.param,
                               code=self.code, headers=self.headers)

@@ -7,9 +7,43 @@ that change nothing here (who the user is, metadata for the client's own
 bookkeeping) are accepted as they are.
 """
 
+from dataclasses import dataclass, field
+
 from .errors import bad_field
 
 NO_OPS = {"user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier"}
+
+
+@dataclass
+class Sampling:
+    """The sampling fields both endpoints take (None: the server's default)."""
+    max_tokens: "int | None" = None
+    temperature: "float | None" = None
+    top_p: "float | None" = None
+    top_k: "int | None" = None
+    min_p: "float | None" = None
+    repeat_penalty: "float | None" = None
+    seed: "int | None" = None
+    stop: list = field(default_factory=list)
+    logit_bias: tuple = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+
+SAMPLING = {"temperature", "top_p", "seed", "stop", "logit_bias", "presence_penalty",
+            "frequency_penalty",
+            "top_k", "min_p", "repeat_penalty"}   # the last three: llama.cpp's server's own
+
+
+def sampling(body: dict, max_tokens: "int | None") -> Sampling:
+    return Sampling(
+        max_tokens=max_tokens, temperature=number(body, "temperature", 0.0, 2.0),
+        top_p=number(body, "top_p", 0.0, 1.0), top_k=whole(body, "top_k", 0),
+        min_p=number(body, "min_p", 0.0, 1.0),
+        repeat_penalty=number(body, "repeat_penalty", 0.0, 10.0), seed=seed(body),
+        stop=stops(body.get("stop")), logit_bias=logit_bias(body.get("logit_bias")),
+        presence_penalty=number(body, "presence_penalty", -2.0, 2.0) or 0.0,
+        frequency_penalty=number(body, "frequency_penalty", -2.0, 2.0) or 0.0)
 
 
 def check_known(body: dict, honoured: set, refused: dict) -> None:

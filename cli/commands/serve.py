@@ -71,6 +71,7 @@ def run(args) -> int:
     from server.run import Listen, bind, model_name, serve  # loads Starlette and uvicorn
     from server.app import ServerConfig
     from engine.serving import open_turns
+    from engine.prompt.completion_prompt import CompletionPrompts
 
     from server.embeddings import EmbeddingService
     from engine.embed.model_path import resolve_embed_path
@@ -87,7 +88,8 @@ def run(args) -> int:
     service = EmbeddingService(embed_path, model_name(embed_path)) if embed_path else None
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
-                          turns.engine.model.n_vocab, embeddings=service)
+                          turns.engine.model.n_vocab, prompts=CompletionPrompts(turns.engine.model),
+                          embeddings=service)
     indexer = background_indexer(db_path(args), embed_path)
     try:
         serve(sock, turns, config)

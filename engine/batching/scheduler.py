@@ -24,11 +24,15 @@ import queue
 import threading
 import time
 
+import numpy as np
+
 from chatdb.message_match import place
 
 from ..errors import Cancelled
 from ..kv.sources import common_prefix
 from ..llama.batch import MultiBatch
+from ..prompt.prepared import RawPrompt
+from ..turn_result import raw_result
 from .prefill_pace import PrefillPace, share
 from .slot import Slot
 from .turns import Turn, TurnCancelled, TurnOutcome
@@ -44,7 +48,8 @@ class SlotScheduler:
         self.pace: "PrefillPace | None" = None
         self.failure: "Exception | None" = None
         self.slots: list[Slot] = []
-        self._count = 0                       # running and waiting
+        self._count = 0                       # answers running and waiting
+        self.held: "Turn | None" = None       # waits for as many free slots as it has answers
         self._lock = threading.Lock()
         self._closing = False
         self._thread = threading.Thread(target=self._run, args=(open_engine,),
@@ -78,16 +83,16 @@ class SlotScheduler:
 
     def submit(self, turn: Turn) -> bool:
         with self._lock:
-            if self._count >= self.capacity or self._closing:
+            if self._count + turn.answers > self.capacity or self._closing:
                 return False
-            self._count += 1
+            self._count += turn.answers
         self.jobs.put(turn)
         return True
 
     def close(self) -> None:
         """Cancel what waits, end running answers at their next step, store KV, free."""
         self._closing = True
-        for turn in list(self.jobs.queue):
+        for turn in list(self.jobs.queue) + [self.held]:
             if turn is not None:
                 turn.cancelled.set()
         for slot in self.slots:
@@ -141,15 +146,21 @@ class SlotScheduler:
         return [s for s in self.slots if not s.free]
 
     def _admit(self, block: bool) -> bool:
-        """Give free slots waiting turns; True once the close sentinel was seen."""
+        """Give free slots waiting turns; True once the close sentinel was seen. A turn
+        of n answers waits, holding up those behind it, until n slots are free."""
         while any(s.free for s in self.slots):
-            try:
-                turn = self.jobs.get(block=block)
-            except queue.Empty:
-                return False
+            turn, self.held = self.held, None
             if turn is None:
-                return True
+                try:
+                    turn = self.jobs.get(block=block)
+                except queue.Empty:
+                    return False
+                if turn is None:
+                    return True
             block = False
+            if turn.answers > sum(s.free for s in self.slots):
+                self.held = turn
+                return False
             self._begin(turn)
         return False
 
@@ -158,6 +169,8 @@ class SlotScheduler:
         try:
             if turn.cancelled.is_set():
                 raise TurnCancelled()
+            if turn.prompt is not None:
+                return self._begin_raw(turn)
             placement = place(engine.archive, turn.messages, turn.title, turn.meta)
             parts, path = engine.start_answer(placement.conversation_id, placement.path[-1].id,
                                               turn.sampling)
@@ -168,7 +181,21 @@ class SlotScheduler:
             slot.begin(turn, placement, parts, prepared, acquired, engine.model,
                        engine.chat_format.markers)
         except Exception as exc:
-            self._finished(turn, error=exc)
+            for each in [turn] + turn.siblings:
+                self._finished(each, error=exc)
+            return
+        for sibling in turn.siblings:   # their slots were free when the turn was admitted
+            self._best_slot(prepared.prompt).follow(sibling, slot, engine.model,
+                                                    engine.chat_format.markers)
+
+    def _begin_raw(self, turn: Turn) -> None:
+        """A completion: its prompt's KV from the live prefix or memory, nothing placed."""
+        prepared = RawPrompt(np.asarray(turn.prompt, np.int32))
+        slot = self._best_slot(prepared.prompt)
+        acquired = slot.cache.restore(prepared.prompt, None)
+        slot.begin(turn, None, None, prepared, acquired, self.engine.model, [])
+        for sibling in turn.siblings:
+            self._best_slot(prepared.prompt).follow(sibling, slot, self.engine.model, [])
 
     def _best_slot(self, prompt) -> Slot:
         """The free slot that keeps the busy sequences in one run of ids, and of those the
@@ -195,7 +222,7 @@ class SlotScheduler:
                 self._end(slot, error=TurnCancelled())  # gone while its prompt was read
         active = self._busy_slots()
         generating = [s for s in active if s.generating]
-        reading = sorted((s for s in active if s not in generating), key=lambda s: s.compute_started)
+        reading = sorted((s for s in active if s.reading), key=lambda s: s.compute_started)
         fed = self._prompt_parts(reading)
         parts = {slot.seq.seq_id: part for slot, part in fed}
         for slot in active:   # in sequence order: llama.cpp keeps consecutive ids in one pass
@@ -221,7 +248,11 @@ class SlotScheduler:
         for slot, part in fed:
             slot.fed(part)
             slot.passed(sequences, reading=True)
-        stepped = generating + [s for s, _ in fed if s.generating]
+        # Other answers to a prompt read in this step start from its KV and its logits.
+        started = [s for s in active if s.following is not None and s.following.generating]
+        for slot in started:
+            slot.take_prompt()
+        stepped = generating + [s for s, _ in fed if s.generating] + started
         # Every slot samples before any finishes: finishing feeds the answer's tail to
         # its sequence, a decode of its own that replaces this step's logits.
         ended = [s for s in stepped if s.sample(self.engine.model.ctx, self.engine.model.n_ctx)]
@@ -238,8 +269,14 @@ class SlotScheduler:
     def _finish(self, slot: Slot) -> None:
         gen = slot.generation()
         try:
-            result = self.engine.finish_turn(slot.parts, slot.prepared, gen, slot.acquired,
-                                             slot.cache, {})
+            if slot.parts is None:   # a completion: nothing is stored
+                if gen.finish == "cancelled" and not gen.tokens:
+                    raise TurnCancelled()
+                result = raw_result(gen, slot.acquired, len(slot.prepared.prompt),
+                                    slot.compute_started)
+            else:
+                result = self.engine.finish_turn(slot.parts, slot.prepared, gen, slot.acquired,
+                                                 slot.cache, {})
         except Exception as exc:
             self._end(slot, error=exc)
             return
@@ -247,8 +284,13 @@ class SlotScheduler:
 
     def _end(self, slot: Slot, outcome=None, error=None) -> None:
         turn = slot.turn
+        if turn is None:
+            return
         slot.release()
         self._finished(turn, outcome, error)
+        for other in self.slots:   # answers still waiting for this one's prompt
+            if other.following is slot:
+                self._end(other, error=error or TurnCancelled())
 
     def _finished(self, turn: Turn, outcome=None, error=None) -> None:
         with self._lock:

@@ -3,10 +3,13 @@
 A slot's turn goes through: its prompt restored (KVCache.restore, as the
 console does, computing nothing), its `pending` prompt tokens fed by the
 shared batch in chunks, then one token per step until its answer ends.
+Another answer to the same prompt (n > 1) waits in a slot of its own,
+`following` the one that reads the prompt, and when that one has read it
+copies its KV and samples from the same logits.
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -32,6 +35,7 @@ class Slot:
     logits_at: int = -1              # batch index of this slot's logits in the step
     compute_started: float = 0.0
     figures: dict = field(default_factory=dict)   # how the turn was batched (passed)
+    following: "Slot | None" = None  # the slot reading the prompt this one answers too
 
     @property
     def seq(self) -> Sequence:
@@ -43,7 +47,11 @@ class Slot:
 
     @property
     def generating(self) -> bool:
-        return self.turn is not None and not len(self.pending)
+        return self.turn is not None and not len(self.pending) and self.following is None
+
+    @property
+    def reading(self) -> bool:
+        return self.turn is not None and bool(len(self.pending)) and self.following is None
 
     def begin(self, turn, placement, parts, prepared, acquired, model, markers: list[str]) -> None:
         """Take a turn whose prompt `acquired` restored (the rest is `pending`); `markers`:
@@ -57,10 +65,31 @@ class Slot:
         self.capture_at = (boundary if self.cache.captures
                            and acquired.restored_tokens < boundary < len(prepared.prompt) else None)
         self.compute_started = time.perf_counter()
+        self._answer(turn, model, markers)
+
+    def follow(self, turn, leader: "Slot", model, markers: list[str]) -> None:
+        """Take another answer to `leader`'s prompt: it starts when the leader has read it."""
+        self.turn, self.placement, self.parts = turn, leader.placement, leader.parts
+        self.prepared, self.following = leader.prepared, leader
+        self.figures = {"most_sequences": 0, "prompt_passes": 0, "prompt_least_sequences": 0,
+                        "sequence": self.seq.seq_id}
+        self.compute_started = leader.compute_started
+        self._answer(turn, model, markers)
+
+    def take_prompt(self) -> None:
+        """The leader has read the prompt: hold its KV and sample from its logits."""
+        leader, self.following = self.following, None
+        self.seq.copy_from(leader.seq)
+        self.acquired = replace(leader.acquired)
+        self.logits_at = leader.logits_at
+        self.figures.update(prompt_passes=leader.figures["prompt_passes"],
+                            prompt_least_sequences=leader.figures["prompt_least_sequences"])
+
+    def _answer(self, turn, model, markers: list[str]) -> None:
         settings = turn.sampling
         self.sampler = Sampler(settings, model.n_vocab, model.vocab)
         if settings.penalised:
-            self.sampler.accept(prepared.prompt[-settings.repeat_last_n:].tolist())
+            self.sampler.accept(self.prepared.prompt[-settings.repeat_last_n:].tolist())
         self.stream = Stream(model, settings.max_tokens, turn.on_text, turn.cancelled.is_set,
                              list(turn.stop) + markers, turn.on_logprob)
 
@@ -111,6 +140,6 @@ class Slot:
         if self.sampler is not None:
             self.sampler.close()
         self.turn = self.placement = self.parts = self.prepared = self.acquired = None
-        self.sampler = self.stream = None
+        self.sampler = self.stream = self.following = None
         self.capture_at = None
         self.pending = np.zeros(0, np.int32)

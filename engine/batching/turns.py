@@ -27,6 +27,15 @@ class Turn:
     on_error: "callable" = None
     on_logprob: "callable" = None         # each token's log-probabilities, where asked
     cancelled: threading.Event = field(default_factory=threading.Event)
+    # A completion's prompt tokens: answered as they are, nothing placed or stored.
+    prompt: "list[int] | None" = None
+    # More answers to the same prompt (n > 1), each with its own sampling and callbacks:
+    # computed beside this one from the prompt's KV, read once, and stored as siblings.
+    siblings: list = field(default_factory=list)
+
+    @property
+    def answers(self) -> int:
+        return 1 + len(self.siblings)
 
 
 @dataclass

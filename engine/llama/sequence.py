@@ -6,6 +6,7 @@ per request of a server); each has its own `Sequence`, and positions and
 cells are per sequence.
 """
 
+import llama_cpp
 import numpy as np
 
 from ..errors import Cancelled
@@ -33,6 +34,13 @@ class Sequence:
         ok = self.model.set_state(state, self.seq_id)
         self.tokens = np.array(tokens, np.int32) if ok else np.zeros(0, np.int32)
         return ok
+
+    def copy_from(self, other: "Sequence") -> None:
+        """Hold what `other` holds, copied within the context (no state bytes through Python;
+        with a KV stream per sequence llama.cpp copies the cells between streams)."""
+        self.model.forget_from(0, self.seq_id)
+        llama_cpp.llama_memory_seq_cp(self.model.memory, other.seq_id, self.seq_id, -1, -1)
+        self.tokens = other.tokens.copy()
 
     def state(self) -> memoryview:
         """The sequence's state in llama.cpp's byte layout."""

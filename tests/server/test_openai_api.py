@@ -304,3 +304,73 @@ def test_a_context_below_the_floor_is_refused(db_path):
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": python_path()},
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 2 and "at least 512" in done.stderr and not db_path.exists()
+
+
+# -- n > 1 ----------------------------------------------------------------------------------
+
+def test_n_answers_are_computed_together_and_stored_as_siblings(server, api):
+    question = [{"role": "user", "content": "Name a colour, please."}]
+    answer = api.chat.completions.create(model="m", messages=question, n=3, temperature=1.0,
+                                         seed=7, max_tokens=12)
+    assert [c.index for c in answer.choices] == [0, 1, 2]
+    assert answer.chatdb["batch"]["most_sequences"] >= 3       # one pass held all three
+    ids = answer.chatdb["message_ids"]
+    with Archive.open(server.db) as archive:
+        answers = [archive.message(i) for i in ids]
+        question_id = answers[0].parent_id
+        assert all(a.parent_id == question_id and a.role == "assistant" for a in answers)
+        assert [a.content for a in answers] == [c.message.content for c in answer.choices]
+        assert archive.message(question_id).content == question[0]["content"]
+    # Repeatable: the same seed gives the same three answers, and the prompt is not re-added.
+    again = api.chat.completions.create(model="m", messages=question, n=3, temperature=1.0,
+                                        seed=7, max_tokens=12)
+    assert [c.message.content for c in again.choices] == [c.message.content for c in answer.choices]
+    assert again.chatdb["reused_messages"] == 1
+
+    chunks = list(api.chat.completions.create(model="m", messages=question, n=2, temperature=1.0,
+                                              seed=7, max_tokens=12, stream=True))
+    texts = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + (choice.delta.content or "")
+    assert texts == {0: answer.choices[0].message.content, 1: answer.choices[1].message.content}
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finishes) == 2
+
+
+# -- /v1/completions -------------------------------------------------------------------------
+
+def test_completions_streamed_and_not_and_not_archived(server, api):
+    with Archive.open(server.db) as archive:
+        before = archive.count_messages()
+    whole = api.completions.create(model="m", prompt="The capital of France is", max_tokens=8,
+                                   temperature=0, logprobs=2)
+    choice = whole.choices[0]
+    assert choice.text and choice.finish_reason in ("stop", "length")
+    assert whole.object == "text_completion" and whole.usage.completion_tokens <= 8
+    lp = choice.logprobs
+    assert "".join(lp.tokens).startswith(choice.text) or choice.text.startswith("".join(lp.tokens))
+    assert all(len(top) == 2 and max(top.values()) == pytest.approx(chosen)
+               for top, chosen in zip(lp.top_logprobs, lp.token_logprobs))
+    assert lp.text_offset[0] == 0
+    streamed = list(api.completions.create(model="m", prompt="The capital of France is",
+                                           max_tokens=8, temperature=0, stream=True))
+    assert "".join(c.choices[0].text for c in streamed) == choice.text
+    assert streamed[-1].choices[0].finish_reason == choice.finish_reason
+    echoed = api.completions.create(model="m", prompt="The capital of France is", max_tokens=8,
+                                    temperature=0, echo=True)
+    assert echoed.choices[0].text == "The capital of France is" + choice.text
+    with Archive.open(server.db) as archive:
+        assert archive.count_messages() == before      # an editor's many completions add nothing
+
+
+def test_completions_refuse_what_they_cannot_do(server):
+    for body, param in [({"prompt": "def f(", "suffix": "return x"}, "suffix"),
+                        ({"prompt": ["a", "b"]}, "prompt"),
+                        ({"prompt": "x", "echo": True, "logprobs": 1}, "echo"),
+                        ({"prompt": "x", "best_of": 3}, "best_of"),
+                        ({"prompt": "x " * 600}, "prompt")]:
+        refused = httpx.post(server.base + "/completions", json={"model": "m", **body},
+                             headers=auth(), timeout=600)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["param"] == param
