@@ -268,7 +268,20 @@ class Archive:
         return self.conn.execute(q.COUNT_MESSAGES).fetchone()[0]
 
     def integrity_check(self) -> str:
-        return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+        """SQLite's integrity_check: "ok", or the first thing it finds wrong."""
+        try:
+            return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:  # a page too damaged to walk
+            return str(exc)
+
+    def damage(self) -> "str | None":
+        """What SQLite's quick_check finds wrong with the file (its first line), or None.
+        A damaged page is otherwise found only by a read that happens to need it."""
+        try:
+            first = self.conn.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if first == "ok" else first
 
 
 def meta_json(meta: "dict | None") -> str:

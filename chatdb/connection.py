@@ -23,7 +23,8 @@ PRAGMAS = (
     "PRAGMA synchronous = NORMAL",
 )
 
-SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CANTOPEN = 5, 6, 8, 14
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
+SQLITE_NOTADB = 26
 
 
 def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> sqlite3.Connection:
@@ -57,7 +58,7 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
     try:
         return _open_writable(path, migrations)
     except SchemaError as exc:
-        if not _read_only(exc.__context__):
+        if not (_read_only(exc.__context__) or disk_full(path)):
             raise
     return _open_read_only(path, migrations)
 
@@ -80,11 +81,13 @@ def _open_writable(path: Path, migrations: "list[Migration]") -> sqlite3.Connect
 
 
 def _open_read_only(path: Path, migrations: "list[Migration]") -> sqlite3.Connection:
-    """An archive in a directory chatdb cannot write (SQLite cannot make its -shm
-    file there): read as immutable, which is only safe with no changes in a WAL."""
+    """An archive in a directory chatdb cannot write, or on a full disk (SQLite cannot
+    make or grow its -shm file there): read as immutable, which is only safe with no
+    changes in a WAL."""
     if _wal_has_content(path):
-        raise ChatdbError(f"{path}: its directory is read-only and its WAL file holds changes "
-                          "not yet in the archive; it cannot be read safely here")
+        where = "the disk is full" if disk_full(path) else "its directory is read-only"
+        raise ChatdbError(f"{path}: {where} and its WAL file holds changes not yet in the "
+                          "archive; it cannot be read safely until it can be written")
     with _refusals(path):
         conn = _open(f"{path.resolve().as_uri()}?immutable=1", uri=True)
         try:
@@ -101,11 +104,30 @@ def _read_only(exc: "BaseException | None") -> bool:
     return code is not None and code & 0xFF in (SQLITE_READONLY, SQLITE_CANTOPEN)
 
 
-def describe(exc: sqlite3.Error) -> str:
+def describe(exc: sqlite3.Error, path: "Path | None" = None) -> str:
     """An SQLite error in words a user can act on."""
+    if path is not None and disk_full(path):
+        return f"the disk is full: the archive can be read but not written ({exc})"
     if _read_only(exc):
         return f"the archive is read-only ({exc})"
+    if is_damaged(exc):
+        return (f"the archive is damaged ({exc}): `chatdb doctor` runs SQLite's integrity_check "
+                "on it; `chatdb export` saves what can still be read")
     return str(exc)
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """SQLite's "database disk image is malformed" (or a page that is no database's)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (SQLITE_CORRUPT, SQLITE_NOTADB)
+
+
+def disk_full(path: Path) -> bool:
+    """Whether the file system holding `path` has no space left for us."""
+    try:
+        return os.statvfs(Path(path).parent).f_bavail == 0
+    except OSError:
+        return False
 
 
 def _open(target: str, uri: bool = False) -> sqlite3.Connection:

@@ -64,7 +64,8 @@ def main(argv: "list[str] | None" = None) -> int:
     except OSError as exc:  # a file that cannot be read or written
         output.error(_describe_os_error(exc))
     except sqlite3.Error as exc:  # e.g. a write to a read-only archive
-        output.error(f"{db_path(args) if args is not None else 'database'}: {describe(exc)}")
+        path = db_path(args) if args is not None else None
+        output.error(f"{path or 'database'}: {describe(exc, path)}")
     return 1
 
 

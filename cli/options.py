@@ -44,8 +44,14 @@ def db_path(args: argparse.Namespace) -> Path:
     return Path(db).expanduser() if db else default_db_path()
 
 
-def open_archive(args: argparse.Namespace) -> Archive:
+def open_archive(args: argparse.Namespace, *, create: bool = False) -> Archive:
+    """The archive --db names. Only commands that write something of their own (chat, ask,
+    import, doctor) make a new one: reading a path that is not there (a typo in --db) says
+    so rather than leaving an empty archive, and its directories, behind."""
     path = db_path(args)
+    if not create and str(path) != ":memory:" and not path.exists():
+        raise ChatdbError(f"{path}: no archive there (chatdb makes one when you first chat, "
+                          "ask or import)")
     try:
         archive = Archive.open(path)
     except sqlite3.Error as exc:  # e.g. a directory, or no permission

@@ -5,8 +5,8 @@ is written), and Python's JSON parser takes about 3x the text in memory,
 the records and the text itself about as much again: so the text may take at
 most 1/MEMORY_SHARE of the machine's memory. A larger file is refused before
 it is read, by its size, or for a zip (a ChatGPT export) by the size its
-conversations.json declares; a member that inflates past its declared size is
-cut off at the limit. Zip members are read from the file, never the whole
+conversations.json declares; no more than that declared size is ever inflated
+(a member whose header lies is refused at its declared size, not at the limit). Zip members are read from the file, never the whole
 zip into memory.
 """
 
@@ -71,10 +71,12 @@ def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
     _check_size(where, member.file_size, limit)
     try:
         with archive.open(member) as stream:
-            data = stream.read(limit + 1)
+            data = stream.read(member.file_size + 1)   # never more than the zip says it holds
     except (zipfile.BadZipFile, EOFError, OSError) as exc:  # zlib errors are OSError subclasses too
         raise ImportFormatError(f"{where}: damaged inside the zip ({exc})") from None
-    _check_size(where, len(data), limit)
+    if len(data) > member.file_size:
+        raise ImportFormatError(f"{where}: damaged inside the zip (it inflates past the "
+                                f"{_size(member.file_size)} its header declares)")
     return data
 
 

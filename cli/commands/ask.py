@@ -49,7 +49,7 @@ def run(args) -> int:
     if not text.strip():
         output.error("the message is empty")
         return 2
-    with open_archive(args) as archive, quit_on_signals(), indexing(archive, args):
+    with open_archive(args, create=True) as archive, quit_on_signals(), indexing(archive, args):
         turn = Turn.start(archive, args, text)
         try:
             result, quit_status = _answer(archive, args, turn)

@@ -26,13 +26,18 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from engine.chat import Engine
 
-    with open_archive(args) as archive:
+    with open_archive(args, create=True) as archive:
+        integrity = archive.integrity_check()
+        if integrity != "ok":   # said first: the model may then fail on the damage itself
+            output.warning(f"{archive.db_path}: the archive is damaged (SQLite's integrity_check: "
+                           f"{integrity}); `chatdb export` saves what can still be read")
         engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=False,
                              threads=args.threads)
         try:
             report = engine.describe()
         finally:
             engine.close()
+        report["archive"] = {"path": str(archive.db_path), "integrity_check": integrity}
     if args.json:
         output.print_json(report)
         return 0
@@ -60,6 +65,7 @@ def _print(report: dict) -> None:
     p(f"forward-pass costs ({c['source']}, {c['timings']} timings, {c['turns']} turns): a step "
       f"{c['step_ms'][0]:.2f} ms at 0 tokens of context, {c['step_ms'][1]:.2f} ms at 4,096; "
       f"verifying 4 guesses at 1,000 costs {c['verify_4_at_1000']:.2f} steps")
+    p(f"archive: {report['archive']['path']} (integrity_check: {report['archive']['integrity_check']})")
     per_token, window = kv["bytes_per_token"], kv.get("window")
     memory = MEMORY.get(kv.get("memory"), kv.get("memory"))
     p(f"KV state: {kv.get('stored_as', kv['mode'])} ({memory}"

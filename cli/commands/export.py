@@ -45,6 +45,11 @@ def run(args) -> int:
         return 2
     fmt = args.format or "json"
     with open_archive(args) as archive:
+        damage = archive.damage()   # a backup should know whether its archive is whole
+        if damage:
+            output.warning(f"{archive.db_path}: the archive is damaged (SQLite's quick_check: "
+                           f"{damage}); this export holds what can be read, and `chatdb doctor` "
+                           "runs integrity_check")
         conv_ids = [refs.conversation(archive, ref).id for ref in args.convs] or None
         if fmt == "json":
             document = export_document(archive, conv_ids)

@@ -39,7 +39,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     name, data = read_source(args.file)
-    with open_archive(args) as archive:
+    with open_archive(args, create=True) as archive:
         report = import_bytes(archive, data, source=name)
         warmed = (warm_conversations(archive, [c.id for c in archive.list_conversations()], args)
                   if args.warm else None)

@@ -31,7 +31,7 @@ def handle(session, text: str) -> None:
     except OSError as exc:
         fail(session, f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
     except sqlite3.Error as exc:
-        fail(session, f"{session.archive.db_path}: {describe(exc)}")
+        fail(session, f"{session.archive.db_path}: {describe(exc, session.archive.db_path)}")
 
 
 def fail(session, message: str) -> None:

@@ -38,7 +38,7 @@ def run(args) -> int:
 
 def open_session(args, interactive: bool) -> Session:
     render = Renderer()
-    archive = open_archive(args)
+    archive = open_archive(args, create=True)
     try:
         conv_id = choose_conversation(archive, args, render)
         options = EngineOptions(args.model, args.ctx, not args.no_kv, args.draft, args.draft_model,

@@ -26,7 +26,7 @@ def test_list_text(chatdb, sample):
     assert "\x1b[" not in result.stdout  # not a terminal: no colour
 
 
-def test_list_empty(chatdb):
+def test_list_empty(chatdb, archive):
     assert chatdb("list", "--json").json() == []
     assert chatdb("list").stdout.strip() == "no conversations"
 

@@ -72,9 +72,10 @@ def test_db_option_wins_over_env(chatdb, sample, db_path, tmp_path):
 
 
 def test_default_db_is_under_xdg_data_home(chatdb, cli_env, tmp_path):
-    chatdb("rename", "1", "x", db=False).error()  # no conversation 1 in the new, empty archive
     default = tmp_path / "xdg" / "chatdb" / "chatdb.db"
-    assert default.exists()
+    # a command that only reads names the archive it looked for, and makes none
+    assert f"{default}: no archive there" in chatdb("rename", "1", "x", db=False).error()
+    assert not (tmp_path / "xdg").exists()
     with Archive.open(default) as archive:
         conv = archive.create_conversation("made here")
     listed = chatdb("list", "--json", db=False).json()

@@ -57,9 +57,15 @@ def test_an_empty_file_does_not_become_an_archive(chatdb, tmp_path):
 
 def test_a_new_archive_is_created_whole(chatdb, tmp_path):
     fresh = tmp_path / "new" / "chatdb.db"
-    assert chatdb("list", "--json", "--db", fresh, db=False).json() == []
+    for reading in (("list",), ("search", "x"), ("export",), ("show", "1")):
+        assert "no archive there" in chatdb(*reading, "--db", fresh, db=False).error()
+    assert not fresh.parent.exists()   # reading commands make no archive (nor its directory)
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"format": "chatdb-export", "version": 1, "conversations": []}')
+    assert chatdb("import", empty, "--json", "--db", fresh, db=False).json()["conversations"] == 0
     assert sorted(p.name for p in fresh.parent.iterdir()) == ["chatdb.db"]
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+    assert chatdb("list", "--json", "--db", fresh, db=False).json() == []
 
 
 def _zip(path, member: str, data: bytes) -> None:
