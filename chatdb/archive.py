@@ -19,13 +19,15 @@ from .connection import connect
 from .costs import CostStore
 from .errors import ChatdbError, NotFound
 from .fingerprints import FingerprintCache
+from .kv.budget import KVBudget
+from .kv.keeping import KVKeeping
 from .kv.store import KVStore
 from .paths import default_db_path
 from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.textindex import index_text
+from .settings import Settings
 from .tokens import TokenStore
 from .transaction import transaction
-
 
 
 class Archive:
@@ -36,15 +38,21 @@ class Archive:
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
+        self.settings = Settings(conn)
+        self.kv_budget = KVBudget(self.settings, path)
+        self.kv_keeping = KVKeeping(self)
         # Files of this archive that others could read until open() tightened them.
         self.tightened: list[private_files.Tightened] = []
+        self.notes: list[str] = []   # what opening it did that the user should hear once
 
     @classmethod
     def open(cls, path: "str | Path | None" = None) -> "Archive":
         """Open (or create) the archive; an existing file others can read is made
         private (see `tightened`), once it is known to be a chatdb archive."""
         path = Path(path) if path else default_db_path()
-        archive = cls(connect(path), path)
+        notes: list[str] = []
+        archive = cls(connect(path, notes=notes), path)
+        archive.notes = notes
         if str(path) != ":memory:":
             archive.tightened = private_files.tighten(
                 path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))

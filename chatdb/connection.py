@@ -1,4 +1,11 @@
-"""Opening the archive: file mode, pragmas, and the schema check."""
+"""Opening the archive: file mode, pragmas, the schema check, and giving freed space back.
+
+An archive is in incremental auto-vacuum, so that the space freed by deleted
+chats and dropped KV can be cut off the end of the file (chatdb.kv.keeping)
+instead of staying in it for good. A new file is made so; an archive made
+before is converted once when opened (a VACUUM, which cannot run inside a
+migration's transaction), and `connect` says so in `notes`.
+"""
 
 import os
 import sqlite3
@@ -16,18 +23,25 @@ BUSY_TIMEOUT_MS = 30_000
 # overflow pages, and reads them 1.8x faster than with the default 4 KiB.
 PAGE_SIZE = 32768
 
+# A write-ahead log that grew past this (a long chat's KV in one transaction) is cut back
+# to it once checkpointed, instead of keeping its largest size for good.
+WAL_SIZE_LIMIT = 32 << 20
+INCREMENTAL = 2   # PRAGMA auto_vacuum: 0 none, 1 full, 2 incremental
+
 # Set before the schema check: none of these writes to the file.
 PRAGMAS = (
     "PRAGMA foreign_keys = ON",
     f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}",
     "PRAGMA synchronous = NORMAL",
+    f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}",
 )
 
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
 SQLITE_NOTADB = 26
 
 
-def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> sqlite3.Connection:
+def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
+            notes: "list[str] | None" = None) -> sqlite3.Connection:
     """Open (creating if needed) the archive at `path`, migrated to the code's schema.
 
     A new file is created 0600 (its directories 0700): chats are private. The connection is in
@@ -36,12 +50,13 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
 
     An archive this code must not open (newer schema, changed migration, not
     a chatdb file) is refused with SchemaError before anything is written.
+    What the user should hear once (an archive converted) is added to `notes`.
     """
     path = Path(path)
     if migrations is None:
         migrations = available()
     if str(path) == ":memory:":
-        return _open_writable(path, migrations)
+        return _open_writable(path, migrations, [])
     _create_new(path, migrations)
     if path.is_file() and path.stat().st_size == 0:
         raise SchemaError(f"{path}: an empty file, not a chatdb archive (remove it, and chatdb "
@@ -56,28 +71,48 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None) -> 
             finally:
                 check.close()
     try:
-        return _open_writable(path, migrations)
+        return _open_writable(path, migrations, notes if notes is not None else [])
     except SchemaError as exc:
         if not (_read_only(exc.__context__) or disk_full(path)):
             raise
     return _open_read_only(path, migrations)
 
 
-def _open_writable(path: Path, migrations: "list[Migration]") -> sqlite3.Connection:
+def _open_writable(path: Path, migrations: "list[Migration]", notes: "list[str]") -> sqlite3.Connection:
     with _refusals(path):
         conn = _open(str(path))
         try:
             todo = pending(conn, migrations)  # refuses a newer schema before any write
             if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
-                # Only a new, empty file can take it (and only before WAL).
+                # Only a new, empty file can take them (and only before WAL).
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+                conn.execute(f"PRAGMA auto_vacuum = {INCREMENTAL}")
             _enable_wal(conn)
             for migration in todo:
                 apply(conn, migration)
+            if str(path) != ":memory:":
+                _convert_to_incremental_vacuum(conn, path, notes)
         except BaseException:
             conn.close()
             raise
     return conn
+
+
+def _convert_to_incremental_vacuum(conn: sqlite3.Connection, path: Path, notes: "list[str]") -> None:
+    """An archive made before chatdb gave freed space back is rewritten once (VACUUM: it
+    needs about the file's size free on the disk, and a while for a large archive)."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == INCREMENTAL:
+        return
+    conn.execute(f"PRAGMA auto_vacuum = {INCREMENTAL}")   # takes effect with the VACUUM
+    started = time.monotonic()
+    try:
+        conn.execute("VACUUM")
+    except sqlite3.OperationalError as exc:   # locked all along, or the disk is full: next time
+        notes.append(f"{path}: not yet converted to give freed space back to the disk ({exc}); "
+                     "chatdb tries again next time")
+        return
+    notes.append(f"{path}: converted once (in {time.monotonic() - started:.1f} s) so that the space "
+                 "deleted chats and dropped KV free goes back to the disk")
 
 
 def _open_read_only(path: Path, migrations: "list[Migration]") -> sqlite3.Connection:
@@ -206,7 +241,7 @@ def _create_new(path: Path, migrations: "list[Migration]") -> None:
     except OSError as exc:
         raise ChatdbError(f"{path}: cannot create the archive there ({exc.strerror or exc})") from None
     try:
-        _open_writable(temporary, migrations).close()  # the last close removes its WAL
+        _open_writable(temporary, migrations, []).close()  # the last close removes its WAL
         try:
             os.link(temporary, path)
         except FileExistsError:

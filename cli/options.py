@@ -58,6 +58,13 @@ def open_archive(args: argparse.Namespace, *, create: bool = False) -> Archive:
         raise ChatdbError(f"{path}: {exc}") from None
     if archive.tightened:  # the file first; its -wal and -shm follow its mode
         output.warning(str(archive.tightened[0]))  # once: the next open finds it private
+    for note in archive.notes:   # once: the next open finds it converted
+        output.warning(note)
+    try:
+        archive.kv_budget.get()   # a bad $CHATDB_KV_BUDGET is refused before any work
+    except ChatdbError:
+        archive.close()
+        raise
     return archive
 
 

@@ -9,6 +9,7 @@ it; the answer is committed when generation ends, cancelled or not.
 """
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from .kv.cache import KVCache, archive_source
 from .kv.fingerprint import file_fingerprint, kv_config_fingerprint
 from .kv.layout_check import ROW_MODES, check_layout
 from .kv.prefetch import EarlyRead, Prefetch
-from .kv.writer import KVWriter
+from .kv.writer import KVWriter, reopening
 from .llama.gguf_header import read_facts
 from .llama.model import Model
 from .llama.model_path import resolve_model_path
@@ -65,7 +66,8 @@ class Engine:
                              archive_source(self.kv_mode, self.fingerprint, self.layout),
                              use_archive=use_kv, warn=self.warn,
                              early=early.take(self.fingerprint) if early is not None else None)
-        self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}")) \
+        self.writer = KVWriter(archive.db_path, on_error=lambda e: self.warn(f"KV not stored: {e}"),
+                               on_note=self.warn, span=model.attention_span) \
             if use_kv and archive.db_path else None
         self.draft_mode = resolve_mode(draft, draft_model is not None, model.cuts_back)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
@@ -221,15 +223,18 @@ class Engine:
             raise Cancelled()  # nothing was said: no empty answer joins later prompts
         message_id, answer = self._save_answer(turn, prepared.path, prepared.opening, gen,
                                                len(prepared.window.tokens.flat()), cache)
-        self._store_kv(prepared.window, message_id, answer, prepared.key, cache)
+        self._store_kv(prepared.window, message_id, answer, prepared.key, cache,
+                       reopening(acquired.source, acquired.restored_tokens, prepared))
         return turn.result(message_id, gen, acquired, self.warnings, speculative)
 
-    def store_path_kv(self, tokens: PathTokens, cache: KVCache, key: "str | None" = None) -> bool:
+    def store_path_kv(self, tokens: PathTokens, cache: KVCache, key: "str | None" = None, *,
+                      used_at: "str | None" = None, reopened=None) -> bool:
         """Store the KV of a path that `cache`'s sequence holds (under `key` for a window);
-        False where it does not hold exactly that path."""
+        False where it does not hold exactly that path. `used_at`, `reopened`: as StoreJob's."""
         if self.writer is None or not tokens.stable or not np.array_equal(cache.live, tokens.flat()):
             return False
-        self.writer.submit(cache.store_job(tokens, key))  # copied out now, written meanwhile
+        job = cache.store_job(tokens, key)   # copied out now, written meanwhile
+        self.writer.submit(replace(job, used_at=used_at, reopened=reopened))
         return True
 
     def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
@@ -273,13 +278,13 @@ class Engine:
             return None
 
     def _store_kv(self, window, message_id: int, answer: "list[int] | None", key: "str | None",
-                  cache: KVCache) -> None:
+                  cache: KVCache, reopened=None) -> None:
         """Store the KV of the window (the path, or its windowed part) and the answer."""
         if answer is None or not window.tokens.stable:
             return  # the template is not prefix-stable: no exact tokens to key KV by
         full = PathTokens(window.tokens.message_ids + [message_id],
                           window.tokens.arrays + [np.asarray(answer, np.int32)])
-        if self.store_path_kv(full, cache, key) and self.draft is not None and key is None \
+        if self.store_path_kv(full, cache, key, reopened=reopened) and self.draft is not None and key is None \
                 and cache is self.cache:
             self.draft.cache.follow(full.flat())
             self.writer.submit(self.draft.cache.store_job(full))

@@ -118,6 +118,7 @@ SELECT count(*), coalesce(sum(length(data)), 0), coalesce(sum(raw_size), 0) FROM
     SELECT data, raw_size, fingerprint FROM kv_segments
     UNION ALL SELECT data, raw_size, fingerprint FROM kv_shared_rows)"""
 STORED_BYTES_FOR = STORED_BYTES + " WHERE fingerprint = ?"
+STORED_TOKENS_FOR = "SELECT coalesce(sum(n_tokens), 0) FROM kv_segments WHERE fingerprint = ? AND kind = 'rows'"
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,10 @@ class KVStore:
     def fingerprints_for(self, message_id: int) -> set[str]:
         """Fingerprints any KV of this message is stored under."""
         return {r[0] for r in self.conn.execute(FINGERPRINTS_FOR, (message_id,))}
+
+    def stored_tokens(self, fingerprint: str) -> int:
+        """Tokens whose rows are stored under the fingerprint."""
+        return self.conn.execute(STORED_TOKENS_FOR, (fingerprint,)).fetchone()[0]
 
     def usage(self, fingerprint: "str | None" = None) -> Usage:
         if fingerprint is None:

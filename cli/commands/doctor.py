@@ -1,5 +1,8 @@
 """`chatdb doctor`: what llama.cpp was built with, the devices it sees, the settings chosen."""
 
+from chatdb.kv.budget import format_size
+from chatdb.kv.report import stored
+
 from .. import output
 from ..model_options import add_model_options
 from ..options import add_command, open_archive
@@ -10,7 +13,8 @@ Vulkan, SYCL, CPU), the devices present with their memory, and the settings
 chosen for the model: layers offloaded, flash attention, threads, context
 size, how KV state is stored, the threads chosen for decoding and prefill and
 why (the cores free, the CPU quota), and the measured cost of a forward pass
-that speculative decoding is sized by."""
+that speculative decoding is sized by; the archive's KV budget and what it
+stores."""
 
 
 MEMORY = {"attention": "attention", "iswa": "attention with sliding-window layers",
@@ -38,6 +42,9 @@ def run(args) -> int:
         finally:
             engine.close()
         report["archive"] = {"path": str(archive.db_path), "integrity_check": integrity}
+        budget = archive.kv_budget.get()
+        report["kv"].update(budget_bytes=budget.bytes, budget_source=budget.source,
+                            budget=budget.describe(), stored_bytes=stored(archive.conn)[0])
     if args.json:
         output.print_json(report)
         return 0
@@ -73,3 +80,4 @@ def _print(report: dict) -> None:
       + (f", {per_token} bytes per token" if per_token else "")
       + (f" + {kv['window_bytes_per_token']} per token of each message's last window" if window else "")
       + f"; fingerprint {kv['fingerprint']}")
+    p(f"KV budget: {kv['budget']}; {format_size(kv['stored_bytes'])} stored (`chatdb kv` tells more)")

@@ -22,7 +22,8 @@ the error names what is wrong and where. Conversations and messages already
 in the archive (same uid) are skipped, so importing a file twice adds nothing.
 
 With --warm, the KV of every conversation that has none is then computed and
-stored (as `chatdb warm` does), so each resumes at once.
+stored (as `chatdb warm` does: the most recently used first, within the
+archive's KV budget), so each resumes at once.
 
 JSON: {file, format, conversations, messages, duplicate_conversations,
 duplicate_messages, skipped, warm (with --warm: as `chatdb warm --json`)}"""

@@ -7,7 +7,8 @@ from ..options import add_command, open_archive
 
 DELETE_DESCRIPTION = """\
 Delete a conversation, with every message no other conversation reaches
-(messages shared with forks stay). There is no confirmation.
+(messages shared with forks stay), and give the space their KV held back to
+the disk. There is no confirmation.
 
 JSON: {id, uid, title, messages_removed}"""
 
@@ -31,6 +32,7 @@ def run_delete(args) -> int:
     with open_archive(args) as archive:
         conv = refs.conversation(archive, args.conv)
         removed = archive.delete_conversation(conv.id)
+        archive.kv_keeping.give_back()   # the pages its KV held go back to the disk
     if args.json:
         output.print_json({"id": conv.id, "uid": conv.uid, "title": conv.title,
                            "messages_removed": removed})

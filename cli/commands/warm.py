@@ -3,6 +3,8 @@
 import argparse
 from dataclasses import asdict
 
+from chatdb.kv.budget import format_size
+
 from .. import output
 from ..options import add_command, context_size, open_archive, positive_int
 from ..progress import ProgressBar
@@ -14,9 +16,12 @@ imported history, say), so that each then resumes at once instead of being
 read whole at its next turn. Several conversations share every forward
 pass (--parallel). Without CONV, every conversation; those whose KV is
 stored up to their head are skipped, and paths longer than the context are
-left out. A progress bar is drawn on a terminal only.
+left out. The most recently used go first, and warming stops before the KV
+would pass the archive's budget (`chatdb kv`): the rest are read when next
+used. A progress bar is drawn on a terminal only.
 
-JSON: {warmed, already, too_long, computed_tokens, restored_tokens, most_sequences}"""
+JSON: {warmed, already, too_long, over_budget, budget_bytes, computed_tokens,
+restored_tokens, most_sequences}"""
 
 
 def register(subparsers) -> None:
@@ -66,4 +71,7 @@ def summary(report: dict) -> str:
             f"({report['computed_tokens']:,} tokens computed); "
             f"{len(report['already'])} had it already"
             + (f"; {len(report['too_long'])} longer than the context left out"
-               if report["too_long"] else ""))
+               if report["too_long"] else "")
+            + (f"; stopped at the KV budget ({format_size(report['budget_bytes'])}): "
+               f"{len(report['over_budget'])} older left to read when next used"
+               if report["over_budget"] else ""))

@@ -17,7 +17,7 @@ from ..prompt.path_tokens import PathTokens
 from ..state import kvlayout, recurrent_layout
 from ..state.kvlayout import plane_width
 from .archive_rows import ArchiveRows
-from .sources import LoadFailed, Offer, Request
+from .sources import LoadFailed, Offer, Request, Vanished
 from .writer import StoreJob
 
 
@@ -43,7 +43,7 @@ class ArchiveCheckpoints(ArchiveRows):
         attention = self.rows_state(request, message_id, n_tokens)
         segment = request.archive.kv.get(message_id, self.fingerprint, "snapshot")
         if segment is None:
-            raise LoadFailed(f"message {message_id}: checkpoint deleted while reading")
+            raise Vanished(f"message {message_id}: checkpoint dropped while reading")
         try:
             recurrent = segment.decode()
             if recurrent_layout.checkpoint_position(recurrent) != n_tokens - 1:

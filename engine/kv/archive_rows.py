@@ -12,13 +12,14 @@ the window before it (kvlayout).
 """
 
 from chatdb.kv.store import CorruptKV
+from chatdb.transaction import read_snapshot
 
 from ..llama.sequence import Sequence
 from ..prompt.path_tokens import PathTokens
 from ..state import kvlayout
 from ..state.kvlayout import plane_width
 from ..state.segment_assembly import SegmentFault, assemble
-from .sources import ArchiveSource, LoadFailed, Offer, Request
+from .sources import ArchiveSource, LoadFailed, Offer, Request, Vanished
 from .writer import StoreJob
 
 
@@ -39,13 +40,17 @@ class ArchiveRows(ArchiveSource):
             raise LoadFailed("llama.cpp refused the state")
 
     def rows_state(self, request: Request, message_id: int, n_tokens: int):
-        """The state the rows from the root through `message_id` (`n_tokens` tokens) make."""
-        refs = request.archive.kv.rows_index(message_id, self.fingerprint)
-        if sum(r.n_tokens for r in refs) != n_tokens:
-            raise LoadFailed(f"the rows stored hold other than the path's {n_tokens} tokens")
+        """The state the rows from the root through `message_id` (`n_tokens` tokens) make.
+
+        Read in one snapshot of the archive: a drop that another process commits
+        meanwhile (keeping the budget) changes nothing this restore reads."""
         try:
-            return assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id),
-                            lambda ref: self._shared_planes(request, ref.shared_id))
+            with read_snapshot(request.archive.conn):
+                refs = request.archive.kv.rows_index(message_id, self.fingerprint)
+                if sum(r.n_tokens for r in refs) != n_tokens:
+                    raise Vanished(f"the rows stored hold other than the path's {n_tokens} tokens")
+                return assemble(self.layout, refs, lambda ref: self._planes(request, ref.message_id),
+                                lambda ref: self._shared_planes(request, ref.shared_id))
         except SegmentFault as fault:
             if fault.shared_id is not None:   # every segment beginning with it goes too
                 with request.archive.transaction():

@@ -9,7 +9,7 @@ from chatdb.kv.store import CorruptKV
 
 from ..llama.sequence import Sequence
 from ..prompt.path_tokens import PathTokens
-from .sources import ArchiveSource, LoadFailed, Request
+from .sources import ArchiveSource, LoadFailed, Request, Vanished
 from .writer import StoreJob
 
 
@@ -19,7 +19,7 @@ class ArchiveSnapshot(ArchiveSource):
     def load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
         segment = request.archive.kv.get(message_id, self.fingerprint, "snapshot")
         if segment is None:
-            raise LoadFailed(f"message {message_id}: snapshot deleted while reading")
+            raise Vanished(f"message {message_id}: snapshot dropped while reading")
         try:
             state = segment.decode()
         except CorruptKV as exc:

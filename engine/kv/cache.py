@@ -21,7 +21,7 @@ from .archive_checkpoints import ArchiveCheckpoints
 from .archive_rows import ArchiveRows
 from .archive_snapshot import ArchiveSnapshot
 from .memory_states import MemoryStates
-from .sources import ArchiveSource, LivePrefix, LoadFailed, Offer, Request, common_prefix
+from .sources import ArchiveSource, LivePrefix, LoadFailed, Offer, Request, Vanished, common_prefix
 from .writer import StoreJob
 
 MIN_STASH_TOKENS = 64         # shorter contexts are cheaper to recompute than to keep
@@ -176,6 +176,8 @@ class KVCache:
             try:
                 offer.load(self.seq)
             except LoadFailed as exc:
+                if isinstance(exc, Vanished) and request.refresh():
+                    continue   # dropped meanwhile to keep the budget: offered again, not damaged
                 self._report("corrupt", f"stored KV state is damaged ({exc}); recomputing", warn)
                 failed.append(source)
                 continue  # a refused state empties the sequence: the live offer shrinks too

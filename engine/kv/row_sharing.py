@@ -68,6 +68,12 @@ def plan(archive, fingerprint: str, layout: Layout, message_id: int, raw, n_toke
                 encode(head, plane_width), rewrite)
 
 
+def size(plan: Plan) -> int:
+    """The bytes storing the plan adds at most (a shared run already stored adds none)."""
+    return (len(plan.rest.blob) + (len(plan.shared.blob) if plan.shared is not None else 0)
+            + (len(plan.rewrite.rest.blob) if plan.rewrite is not None else 0))
+
+
 def store(archive, fingerprint: str, message_id: int, n_tokens: int, plan: Plan) -> int:
     """Write the plan inside the caller's transaction; the bytes it added."""
     shared_id, added = None, 0

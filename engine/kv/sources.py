@@ -32,6 +32,11 @@ class LoadFailed(Exception):
     """What a source offered could not be loaded (damaged, or refused by llama.cpp)."""
 
 
+class Vanished(LoadFailed):
+    """What a source offered is no longer stored: dropped meanwhile (another process keeping
+    the KV budget), not damaged. The offers are made again (Request.refresh)."""
+
+
 @dataclass
 class Request:
     """What a sequence should hold, as every source sees it."""
@@ -54,6 +59,11 @@ class Request:
         if self.window:
             return self.archive.kv.deepest_along(self.path.message_ids, self.fingerprint)
         return self.archive.kv.deepest_restorable(self.path.message_ids[-1], self.fingerprint)
+
+    def refresh(self) -> bool:
+        """Look up the deepest stored point again; whether it moved (KV dropped meanwhile)."""
+        before = self.__dict__.pop("stored", None)
+        return self.stored != before
 
     def tokens_through(self, message_id: int) -> int:
         """Tokens of the path up to and including `message_id`."""

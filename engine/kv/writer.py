@@ -6,6 +6,12 @@ own database connection cuts, compresses and writes them while the user
 reads the answer. `flush()` waits for all of it (the engine calls it before
 the process exits).
 
+Before each segment is written, room is made for it under the archive's KV
+budget (chatdb.kv.keeping: what is worth least goes, never the path being
+stored); a path larger than the budget keeps the KV of its first messages,
+said once. After the store, the path counts as used (what dropping goes
+by), and the disk that drops freed goes back.
+
 Whatever fails in the thread (opening the archive, a store, the error
 callback itself) costs only a later recompute: the thread keeps draining
 its queue, so `flush()` and `close()` always return, and each distinct
@@ -18,8 +24,10 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from chatdb.kv.store import encode
 from chatdb.archive import Archive
+from chatdb.kv.budget import format_size
+from chatdb.kv.eviction import DEFAULT_SPAN
+from chatdb.kv.store import encode
 
 from ..state import kvlayout
 from . import row_sharing
@@ -42,16 +50,26 @@ class StoreJob:
     # (message_id, state) stored whole beside the rows: a hybrid's recurrent part at
     # those messages' ends, kept as snapshots are (archive_checkpoints.py)
     checkpoints: tuple = ()
+    used_at: "str | None" = None   # when the path was used (None: now; warming: the chat's last use)
+    # (tokens restored from the archive, tokens before the turn): the turn reopened the chat
+    reopened: "tuple[int, int] | None" = None
 
 
 class KVWriter:
-    def __init__(self, db_path, on_error=None, max_waiting: int = MAX_WAITING):
+    def __init__(self, db_path, on_error=None, max_waiting: int = MAX_WAITING, on_note=None,
+                 span: int = DEFAULT_SPAN):
+        """`on_note(text)` hears what the budget kept from being stored (once);
+        `span`: the model's, for what dropping saves (chatdb.kv.eviction)."""
         self.db_path = db_path
         self.on_error = on_error or (lambda exc: None)
+        self.on_note = on_note or (lambda text: None)
+        self.span = span
         self.jobs: queue.Queue = queue.Queue(maxsize=max_waiting)
         self.stored_bytes = 0
         self.stored_segments = 0
         self._reported: set[str] = set()
+        self._noted: set[str] = set()
+        self._dropped = 0   # segments the job being stored dropped to make room
         self._thread = threading.Thread(target=self._run, name="chatdb-kv-writer", daemon=True)
         self._thread.start()
 
@@ -114,30 +132,68 @@ class KVWriter:
         except Exception:
             sys.stderr.write(f"chatdb: warning: KV not stored: {exc}\n")
 
+    def _note(self, text: str) -> None:
+        """Tell the caller once per process what the budget kept out."""
+        key = text.split(":")[0]
+        if key not in self._noted:
+            self._noted.add(key)
+            try:
+                self.on_note(text)
+            except Exception:
+                sys.stderr.write(f"chatdb: {text}\n")
+
     def _store(self, archive: Archive, job: StoreJob) -> None:
+        self._dropped = 0
         if job.kind == "snapshot":
-            return self._store_snapshot(archive, job)
+            self._store_snapshots(archive, job, [(job.ranges[-1][0], job.state)])
+        else:
+            self._store_rows(archive, job)
+        self._used(archive, job)
+        if self._dropped:
+            archive.kv_keeping.give_back()
+
+    def _store_rows(self, archive: Archive, job: StoreJob) -> None:
         layout = kvlayout.parse(job.state, job.window)
         at, early = job.earlier or (-1, None)
         early_layout = kvlayout.parse(early, job.window) if early is not None else None
-        for message_id, start, stop in job.ranges:
-            if archive.kv.has(message_id, job.fingerprint, job.kind):
-                continue
+        todo = [r for r in job.ranges if not archive.kv.has(r[0], job.fingerprint, job.kind)]
+        for i, (message_id, start, stop) in enumerate(todo):
             raw = (kvlayout.cut(early, early_layout, start, stop) if stop <= at
                    else kvlayout.cut(job.state, layout, start, stop))
             n = int(stop - start)
             plan = row_sharing.plan(archive, job.fingerprint, layout, message_id, raw, n, job.plane_width)
+            size = row_sharing.size(plan)
+            # Room for the rest of the path too, guessed from this message's ratio: one drop
+            # usually makes room for a whole path.
+            rest = sum(b - a for _, a, b in todo[i + 1:]) * size // max(1, n)
             with archive.transaction():
                 if not archive.has_message(message_id):
                     continue  # deleted meanwhile
+                if not self._room(archive, job, size, rest):
+                    break   # the rest of the path waits on this message's rows
                 self.stored_bytes += row_sharing.store(archive, job.fingerprint, message_id, n, plan)
             self.stored_segments += 1
-        if job.checkpoints:
-            self._store_snapshots(archive, job, job.checkpoints)
+        if job.checkpoints:   # only where the rows reach: a checkpoint restores only with them
+            self._store_snapshots(archive, job, [(m, s) for m, s in job.checkpoints
+                                                 if archive.kv.has(m, job.fingerprint, "rows")])
 
-    def _store_snapshot(self, archive: Archive, job: StoreJob) -> None:
-        """The whole state, at the path's last message."""
-        self._store_snapshots(archive, job, [(job.ranges[-1][0], job.state)])
+    def _room(self, archive: Archive, job: StoreJob, size: int, rest: int = 0) -> bool:
+        """Make room under the budget for `size` bytes (and `rest` more if it can), inside
+        the store's transaction; whether `size` fits. Said once where it does not."""
+        protect = {message_id for message_id, _, _ in job.ranges}
+        room = archive.kv_keeping.make_room(size + rest, protect, self.span)
+        self._dropped += room.dropped
+        if room.fits(size):
+            return True
+        budget = archive.kv_budget.get()
+        if not budget.bytes:
+            self._note("the KV budget is 0: no KV state is kept, every turn reads its chat again "
+                       "(`chatdb kv budget SIZE` sets one)")
+        else:
+            self._note(f"the KV budget ({format_size(budget.bytes)}) is smaller than this chat's KV: "
+                       "only its first messages' is kept, and the rest is read again when "
+                       "needed (`chatdb kv budget SIZE` sets a larger one)")
+        return False
 
     def _store_snapshots(self, archive: Archive, job: StoreJob, states) -> None:
         """Snapshots (message_id, state) of the path, the last at its end; in the same
@@ -151,6 +207,9 @@ class KVWriter:
         with archive.transaction():
             if not archive.has_message(head):
                 return  # deleted meanwhile
+            if not self._room(archive, job, sum(len(e.blob) for _, e in encoded)):
+                # The head's alone, if that fits: it is what the next turn restores.
+                encoded = encoded[-1:] if self._room(archive, job, len(encoded[-1][1].blob)) else []
             for message_id, blob in encoded:
                 self.stored_bytes += archive.kv.put_encoded(
                     message_id, job.fingerprint, "snapshot", int(stops[message_id]), blob)
@@ -158,6 +217,27 @@ class KVWriter:
             for old in superseded_by(job.ranges, superseded, job.checkpoint_tokens):
                 archive.kv.delete(old, job.fingerprint, "snapshot")
         self.stored_segments += len(encoded)
+
+    def _used(self, archive: Archive, job: StoreJob) -> None:
+        """The path counts as used now (or when the job says), and a reopening is counted."""
+        head = job.ranges[-1][0]
+        with archive.transaction():
+            if not archive.has_message(head):
+                return
+            archive.kv_keeping.record_use(job.fingerprint, head, job.used_at)
+            if job.reopened is not None:
+                archive.kv_keeping.record_reopening(*job.reopened)
+
+
+def reopening(source: str, restored_tokens: int, prepared) -> "tuple[int, int] | None":
+    """(tokens restored from the archive, tokens the chat had before the message answered),
+    where a turn reopened a chat (found it neither in the context nor in memory) that had
+    an answer before: how well the archive keeps what is come back to."""
+    if source not in ("archive", "none") or not any(m.role == "assistant" for m in prepared.path[:-1]):
+        return None
+    ends = prepared.window.tokens.ends()
+    before = ends[-2] if len(ends) > 1 else 0
+    return restored_tokens, max(before, restored_tokens)
 
 
 def superseded_by(ranges, candidates: list[int], every: int) -> list[int]:

@@ -129,6 +129,14 @@ class Model:
         return self.memory_kind() in ("attention", "iswa")
 
     @property
+    def attention_span(self) -> int:
+        """The position at which a token's attention costs as much as the rest of its
+        forward pass: its matrix products are about one multiply-add per weight, and
+        attention at position p about 2 * n_layer * n_embd * p (scores, then values)."""
+        per_position = 2 * self.n_layer * max(1, llama_cpp.llama_model_n_embd(self.model))
+        return max(1, llama_cpp.llama_model_n_params(self.model) // per_position)
+
+    @property
     def n_swa(self) -> int:
         """The sliding window of the sliding-window layers (0: none)."""
         return llama_cpp.llama_model_n_swa(self.model)

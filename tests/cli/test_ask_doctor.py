@@ -57,8 +57,11 @@ def test_doctor_reports_backends_devices_and_settings(chatdb):
     assert doc["cost_model"]["source"] in ("measured", "archive") and doc["cost_model"]["timings"] > 0
     assert 512 <= doc["settings"]["n_ctx"] <= doc["model"]["n_ctx_train"]
     assert doc["kv"]["mode"] == "rows" and doc["kv"]["bytes_per_token"] == 23040
+    assert doc["kv"]["budget_source"] == "default" and doc["kv"]["budget_bytes"] <= 4 << 30
+    assert doc["kv"]["stored_bytes"] == 0
     text = chatdb("doctor")
     assert text.returncode == 0 and "backends: CPU" in text.stdout and "KV state: rows" in text.stdout
+    assert "KV budget: 4.0 GiB" in text.stdout or "KV budget: " in text.stdout and "tenth" in text.stdout
     assert "decoding" in text.stdout and "forward-pass costs" in text.stdout
 
 

@@ -404,7 +404,7 @@ def test_stats_has_the_session_figures(console):
     out, _ = console.ok("/stats\n")
     for label in ("answers", "tokens generated", "tokens/s", "first token", "median",
                   "p95", "KV restored from memory", "KV restored from archive", "archive",
-                  "KV stored", "backend", "CPU"):
+                  "KV stored", "KV budget", "of the disk", "backend", "CPU"):
         assert label in out, label
     threads = next(line for line in out.splitlines() if line.lstrip().startswith("threads"))
     assert " thread" in threads.split("threads", 1)[1] and "cores" in threads  # count and why

@@ -74,3 +74,19 @@ def test_the_progress_bar_draws_on_a_terminal_only(monkeypatch):
         bar.close()
     assert pipe.getvalue() == ""
     assert screen.getvalue().count("\r") == 3 and screen.getvalue().endswith("100/100 tokens\n")
+
+
+def test_warm_takes_the_most_recent_first_and_stops_at_the_budget_saying_so(
+        chatdb, chatgpt_export, tmp_path, db_path):
+    _imported(chatdb, chatgpt_export, tmp_path)
+    chatdb("kv", "budget", "2MiB")   # the short, most recent chat's KV fits; the older one's not
+    done = chatdb("warm", "--ctx", "1024", "--parallel", "2", "--json").json()
+    with Archive.open(db_path) as archive:
+        recent, older = [c.id for c in archive.list_conversations()]
+        assert done["warmed"] == [recent] and done["over_budget"] == [older]
+        assert done["budget_bytes"] == 2 << 20
+        assert archive.kv_keeping.stored_bytes() <= 2 << 20
+        used = archive.conn.execute("SELECT used_at FROM kv_uses").fetchall()
+        assert [r[0] for r in used] == [archive.conversation(recent).updated_at]  # when last used
+    text = chatdb("warm", "--ctx", "1024")
+    assert "stopped at the KV budget (2.0 MiB): 1 older left to read when next used" in text.stdout

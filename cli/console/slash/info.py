@@ -33,6 +33,12 @@ def threads_reason(engine) -> str:
     return f"{threads_phrase(info)}: {info['threads']['reason']}"
 
 
+def budget_phrase(archive, stored: int) -> str:
+    budget = archive.kv_budget.get()
+    share = f", {stored / budget.bytes:.0%} used" if budget.bytes else ""
+    return f"{budget.describe()}{share}"
+
+
 def stats(session, arg: str) -> None:
     if arg:
         raise UsageError("takes no arguments")
@@ -44,6 +50,7 @@ def stats(session, arg: str) -> None:
                     f"({plural(session.archive.count_conversations(), 'conversation')}, "
                     f"{plural(session.archive.count_messages(), 'message')})"),
         ("KV stored", f"{size(usage.stored_bytes)} in {plural(usage.segments, 'segment')}{ratio}"),
+        ("KV budget", budget_phrase(session.archive, usage.stored_bytes)),
         ("model", model_phrase(session.engine)),
         ("backend", backend_phrase(session.engine)),
         ("threads", threads_reason(session.engine)),
