@@ -70,7 +70,7 @@ def run(args) -> int:
 
 def run_budget(args) -> int:
     size = parse_size(args.size) if args.size is not None else ...
-    with open_archive(args) as archive:
+    with open_archive(args, create=size is not ...) as archive:   # a budget may come first
         if size is not ...:
             with archive.transaction():
                 archive.kv_budget.set(size)
