@@ -76,7 +76,7 @@ checks() {
     # chatdb serve: batching where it pays (a GPU), against the bare batched loop.
     step "tests: serve batching" serve_tests.txt $PY -m pytest -q -p no:cacheprovider \
         tests/server/test_concurrency.py tests/server/test_bench_pieces.py
-    step "bench: serve" serve.txt $PY bench/serve.py --quick --only 14
+    step "bench: serve" serve.txt $PY bench/serve.py --quick --only 145
 }
 
 quick() {  # a dry run of the script itself: doctor and the offload tests only

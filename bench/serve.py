@@ -12,6 +12,8 @@
 3. The disk ten such conversations sharing a long prefix take.
 4. Time to first token under 4 concurrent clients: p50, p95, and each
    client's against the same request alone.
+5. Decode tokens/s of answers held to a JSON schema by a grammar against
+   the same answers without one (bench/serve_grammar.py; target 0.9x).
 
 Every configuration runs interleaved with its baseline, --repeat times; the
 tables give medians, and ratios as the median of each repeat's own ratio.
@@ -49,6 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bare_batch import PROMPTS, BareBatch  # noqa: E402
 from serve_clients import (chatdb_server, chatdb_threads, concurrent, lcp_server,  # noqa: E402
                            llama_server, one_at_a_time, serial_rate, settle, together_rate)
+from serve_grammar import grammar_against_plain  # noqa: E402
 from serve_history import disk_for_shared_prefix, resume_after_restart  # noqa: E402
 
 from engine.llama.model_path import resolve_model_path  # noqa: E402
@@ -202,7 +205,7 @@ def parse(argv=None):
     parser.add_argument("--threads", type=int, help="fix every server's threads (default: chatdb's choice)")
     parser.add_argument("--lcp-deps", metavar="DIR", help="llama-cpp-python server's packages")
     parser.add_argument("--llama-server", metavar="PATH", help="a llama-server binary")
-    parser.add_argument("--only", default="1234", help="sections to run (default 1234)")
+    parser.add_argument("--only", default="12345", help="sections to run (default 12345)")
     for name, preset in PRESETS.items():
         parser.add_argument(f"--{name}", action="store_true", help=f"preset: {preset}")
     args = parser.parse_args(argv)
@@ -222,7 +225,8 @@ def main(argv=None) -> None:
         sections = {"1": lambda: throughput(args, work, model, tuner),
                     "2": lambda: resume_after_restart(args, work, model, lambda: _threads(tuner)),
                     "3": lambda: disk_for_shared_prefix(args, work, model, lambda: _threads(tuner)),
-                    "4": lambda: ttft_under_load(args, work)}
+                    "4": lambda: ttft_under_load(args, work),
+                    "5": lambda: grammar_against_plain(args, work)}
         for key in args.only:
             sections[key]()
             print(_load())
