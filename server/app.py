@@ -49,7 +49,7 @@ def build_app(turns, config: ServerConfig):
     async def chat(request: Request):
         req = chat_request.parse(await _json(request))
         turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req),
-                         config.parallel)
+                         config.parallel, config.prompts.model.vocab if config.prompts else None)
         ticket = submit(turns, turn)
         first = await first_or_disconnect(ticket, request.receive)
         if first is None:

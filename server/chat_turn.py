@@ -4,7 +4,8 @@ and the sampling the request asks for."""
 from dataclasses import replace
 
 from engine.batching.turns import Turn
-from engine.llama.sampling import SamplingSettings
+from engine.errors import EngineError
+from engine.llama.sampling import SamplingSettings, check_grammar
 from engine.prompt.tool_format import ToolCall, call_text, tools_text
 
 from .chat_request import ChatRequest
@@ -30,13 +31,21 @@ def archived_messages(req: ChatRequest) -> list[tuple[str, str]]:
     return out
 
 
-def sampling_of(req: ChatRequest, defaults: SamplingSettings, n_vocab: int) -> SamplingSettings:
+def sampling_of(req: ChatRequest, defaults: SamplingSettings, n_vocab: int,
+                vocab=None) -> SamplingSettings:
+    """`vocab`: the model's, to check a grammar before anything is stored for the request."""
     if req.output.grammar is not None and req.tool_choice.takes_calls:
         raise bad_field("response_format", "'response_format' with tools needs 'tool_choice': "
                         "none (an answer is either calls or the format asked for)",
                         "unsupported_parameter")
-    return replace(_common(req, defaults, n_vocab),
-                   grammar=req.output.grammar or req.tool_choice.grammar,
+    grammar = req.output.grammar or req.tool_choice.grammar
+    if grammar is not None and vocab is not None:
+        try:
+            check_grammar(vocab, grammar)
+        except EngineError as exc:
+            raise bad_field("response_format" if req.output.grammar else "tools",
+                            f"'{'response_format' if req.output.grammar else 'tools'}': {exc}") from None
+    return replace(_common(req, defaults, n_vocab), grammar=grammar,
                    logprobs=req.top_logprobs if req.logprobs else None)
 
 
@@ -59,9 +68,9 @@ def _common(req, defaults: SamplingSettings, n_vocab: int) -> SamplingSettings:
 
 
 def chat_turn(req: ChatRequest, defaults: SamplingSettings, n_vocab: int, client: str,
-              parallel: int) -> Turn:
+              parallel: int, vocab=None) -> Turn:
     messages = archived_messages(req)
-    sampling = sampling_of(req, defaults, n_vocab)
+    sampling = sampling_of(req, defaults, n_vocab, vocab)
     turn = Turn(messages=messages, sampling=sampling, stop=req.sampling.stop, title=_title(messages),
                 meta={"client": client, "via": "chatdb serve"})
     turn.siblings = siblings(turn, req.n, parallel)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .grammar import Grammar
+from .model import caught_errors
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class Sampler:
         try:
             self._build(s, n_vocab)
             if s.grammar is not None:
-                self.grammar = _grammar_sampler(vocab, s.grammar)
+                with caught_errors():   # llama.cpp's parse errors: said by the EngineError
+                    self.grammar = _grammar_sampler(vocab, s.grammar)
         except Exception:
             self.close()
             raise
@@ -206,6 +208,12 @@ def _grammar_sampler(vocab, grammar: Grammar):
     if not smpl:
         raise EngineError("llama.cpp could not parse the grammar")
     return smpl
+
+
+def check_grammar(vocab, grammar: Grammar) -> None:
+    """EngineError unless llama.cpp parses `grammar` (before a turn is begun for it)."""
+    with caught_errors():
+        llama_cpp.llama_sampler_free(_grammar_sampler(vocab, grammar))
 
 
 def _regex(literal: str) -> str:
