@@ -374,3 +374,45 @@ def test_completions_refuse_what_they_cannot_do(server):
                              headers=auth(), timeout=600)
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["param"] == param
+
+
+# -- another real client: LangChain ----------------------------------------------------------
+
+def test_langchain_structured_output_and_tools(server):
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel, Field
+
+    llm = ChatOpenAI(base_url=server.base, api_key=KEY, model="local-model", temperature=0,
+                     max_tokens=60, max_retries=0, timeout=600)
+
+    class Place(BaseModel):
+        """A city and its country."""
+        city: str = Field(max_length=20)
+        country: str = Field(max_length=20)
+
+    place = llm.with_structured_output(Place, method="json_schema", strict=True).invoke(
+        "Name a city in France.")
+    assert isinstance(place, Place) and place.city
+
+    @tool
+    def lookup_weather(city: str) -> str:
+        """The weather in a city now."""
+        return "Sunny, 21 C"
+
+    question = HumanMessage("What is the weather in Lyon?")
+    called = llm.bind_tools([lookup_weather], tool_choice="lookup_weather").invoke([question])
+    (call,) = called.tool_calls
+    assert call["name"] == "lookup_weather" and isinstance(call["args"].get("city"), str)
+    # LangChain sends the call back re-serialised (json.dumps' spacing): the archive finds
+    # the message the model wrote all the same, and adds the result and the answer.
+    result = ToolMessage(content=lookup_weather.invoke(call["args"]), tool_call_id=call["id"])
+    final = llm.bind_tools([lookup_weather], tool_choice="none").invoke([question, called, result])
+    assert final.content
+    with Archive.open(server.db) as archive:
+        calls = archive.conn.execute("SELECT count(*) FROM messages WHERE role = 'assistant' AND "
+                                     "content LIKE '%\"name\":\"lookup_weather\"%'").fetchone()[0]
+        results = archive.conn.execute("SELECT count(*) FROM messages WHERE role = 'tool' AND "
+                                       "content = 'Sunny, 21 C'").fetchone()[0]
+    assert (calls, results) == (1, 1)
