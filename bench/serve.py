@@ -226,7 +226,7 @@ def main(argv=None) -> None:
                     "2": lambda: resume_after_restart(args, work, model, lambda: _threads(tuner)),
                     "3": lambda: disk_for_shared_prefix(args, work, model, lambda: _threads(tuner)),
                     "4": lambda: ttft_under_load(args, work),
-                    "5": lambda: grammar_against_plain(args, work)}
+                    "5": lambda: grammar_against_plain(args, work, model)}
         for key in args.only:
             sections[key]()
             print(_load())

@@ -8,16 +8,19 @@ time from its first streamed text to its last; the ratio is the median of
 each repeat's own.
 """
 
+import ctypes
 import json
 import statistics
 import time
 from pathlib import Path
 
 import httpx
+import llama_cpp
 
 from serve_clients import chatdb_server, settle
 
-NO_END = {"0": -100, "1": -100, "2": -100}   # SmolLM2's end tokens: every answer runs to max_tokens
+from engine.llama.model import _quiet_log
+
 SCHEMA = {"type": "object", "required": ["title", "chapters"], "additionalProperties": False,
           "properties": {"title": {"type": "string"},
                          "chapters": {"type": "array", "items": {
@@ -27,16 +30,32 @@ SCHEMA = {"type": "object", "required": ["title", "chapters"], "additionalProper
 PROMPT = "Write a long story about a lighthouse keeper, with many chapters."
 
 
-def grammar_against_plain(args, work: Path) -> None:
+def end_tokens(model: str) -> dict:
+    """logit_bias keeping the model's end-of-generation tokens out (its vocabulary only is
+    read), so that every answer runs to max_tokens."""
+    llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    loaded = llama_cpp.llama_model_load_from_file(model.encode(), params)
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(loaded)
+        return {str(t): -100 for t in range(llama_cpp.llama_vocab_n_tokens(vocab))
+                if llama_cpp.llama_vocab_is_eog(vocab, t)}
+    finally:
+        llama_cpp.llama_model_free(loaded)
+
+
+def grammar_against_plain(args, work: Path, model: str) -> None:
     print(f"\n5. decode tokens/s under a grammar (json_schema) against none, {args.tokens} tokens"
           f" each (median of {args.repeat}; ratio: median of each repeat's own)")
     rates = {"plain": [], "grammar": []}
+    no_end = end_tokens(model)
     with chatdb_server(work / "grammar.db", work, 1, args.threads) as server:
         for r in range(args.repeat):
             order = ["plain", "grammar"] if r % 2 == 0 else ["grammar", "plain"]
             for kind in order:
                 settle(server.base)
-                rates[kind].append(_rate(server.base, kind, args.tokens, r))
+                rates[kind].append(_rate(server.base, kind, args.tokens, r, no_end))
     ratio = statistics.median(g / p for g, p in zip(rates["grammar"], rates["plain"]))
     print(f"{'plain':>10} {'grammar':>10} {'grammar/plain':>14}")
     print(f"{statistics.median(rates['plain']):>10.1f} {statistics.median(rates['grammar']):>10.1f}"
@@ -45,8 +64,8 @@ def grammar_against_plain(args, work: Path) -> None:
         f"{g / p:.2f}" for g, p in zip(rates["grammar"], rates["plain"])))
 
 
-def _rate(base: str, kind: str, tokens: int, repeat: int) -> float:
-    body = {"model": "m", "temperature": 0, "max_tokens": tokens, "logit_bias": NO_END,
+def _rate(base: str, kind: str, tokens: int, repeat: int, no_end: dict) -> float:
+    body = {"model": "m", "temperature": 0, "max_tokens": tokens, "logit_bias": no_end,
             "stream": True, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": f"{PROMPT} ({kind} {repeat})"}]}
     if kind == "grammar":

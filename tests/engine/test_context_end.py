@@ -6,7 +6,9 @@ logit_bias so the answer can only stop at the context's end.
 
 from engine.llama.sampling import SamplingSettings
 
-NO_END = ((0, -100.0), (1, -100.0), (2, -100.0))   # SmolLM2's <|endoftext|>, <|im_start|>, <|im_end|>
+# SmolLM2's end-of-generation tokens (<|endoftext|>, <|im_end|>, <reponame>) and <|im_start|>
+# (a turn marker, which ends an answer too)
+NO_END = ((0, -100.0), (1, -100.0), (2, -100.0), (4, -100.0))
 LONG = "Tell me everything you know about ships. " * 40
 
 

@@ -19,7 +19,8 @@ from .conftest import ROOT, Server, chatdb_json
 
 KEY = "api-key-21"
 ORIGIN = "http://app.example"
-NO_END = {"0": -100, "1": -100, "2": -100}   # SmolLM2's <|endoftext|>, <|im_start|>, <|im_end|>
+# SmolLM2's end-of-generation tokens (<|endoftext|>, <|im_end|>, <reponame>) and <|im_start|>
+NO_END = {"0": -100, "1": -100, "2": -100, "4": -100}
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city now",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
