@@ -61,6 +61,11 @@ class Archive:
     def close(self) -> None:
         self.conn.close()
 
+    @property
+    def read_only(self) -> bool:
+        """Opened read-only (its directory cannot be written, or the disk is full)."""
+        return getattr(self.conn, "read_only", False)
+
     def __enter__(self) -> "Archive":
         return self
 

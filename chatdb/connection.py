@@ -125,6 +125,7 @@ def _open_read_only(path: Path, migrations: "list[Migration]") -> sqlite3.Connec
                           "archive; it cannot be read safely until it can be written")
     with _refusals(path):
         conn = _open(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        conn.read_only = True
         try:
             if pending(conn, migrations):
                 raise SchemaError("read-only, and older than this chatdb (it cannot be upgraded)")
@@ -165,8 +166,15 @@ def disk_full(path: Path) -> bool:
         return False
 
 
+class ArchiveConnection(sqlite3.Connection):
+    """A connection that knows whether it was opened read-only (a directory chatdb cannot
+    write, a full disk): then every write fails, and a server says so before it serves."""
+    read_only = False
+
+
 def _open(target: str, uri: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri)
+    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri,
+                           factory=ArchiveConnection)
     conn.row_factory = sqlite3.Row
     content_hash.register(conn)  # the schema's triggers call it
     try:

@@ -79,6 +79,19 @@ def place(archive, messages: list[tuple[str, str]], title: str, meta: dict) -> P
     return Placement(conv_id, path, reused, created)
 
 
+def unplace(archive, placement: Placement) -> None:
+    """Take back what place() added, for a request refused before it was answered (too long
+    for the context, a template's refusal): as `ask` does, no question is kept that nobody
+    will answer, and a retry adds no second one. What another turn has meanwhile hung under
+    a message keeps it, and all above it."""
+    with archive.transaction():
+        for message in reversed(placement.path[placement.reused:]):
+            if not archive.retract(message.id):
+                return
+        if placement.created:
+            archive.delete_conversation(placement.conversation_id)
+
+
 def _conversation_for(archive, path: list[Message], title: str, meta: dict) -> "tuple[int, bool]":
     if path and any(m.role == "user" for m in path):
         row = archive.conn.execute(CONTINUED_BY, (path[-1].id,)).fetchone()

@@ -1,6 +1,7 @@
 """The routes: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health
 (each also without /v1)."""
 
+import asyncio
 import json
 import logging
 import time
@@ -23,7 +24,9 @@ from . import chat_request, chat_response, completion_request, completion_respon
 from .bridge import first_or_disconnect, submit
 from .chat_turn import chat_turn, completion_sampling, siblings
 from .errors import STATUS_TYPES, APIError, bad_field, error_response
+from .connections import BODY_TIMEOUT_S
 from .guard import Guard
+from .json_body import parse_body
 from .tool_stream import ToolStream
 
 log = logging.getLogger("chatdb.server")
@@ -204,11 +207,12 @@ def _sse(value: dict) -> str:
 
 
 async def _json(request: Request):
-    body = await request.body()
     try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise APIError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+        body = await asyncio.wait_for(request.body(), BODY_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise APIError(408, f"the request body did not arrive within {BODY_TIMEOUT_S} s",
+                       code="timeout") from None
+    return parse_body(body)
 
 
 def _client(request: Request, req) -> str:

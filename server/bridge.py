@@ -10,7 +10,7 @@ their next token; what was written is kept, marked interrupted.
 import asyncio
 
 from engine.errors import EngineError, PromptTooLong
-from engine.batching.turns import Turn
+from engine.batching.turns import Turn, TurnCancelled
 
 from .errors import APIError
 
@@ -26,7 +26,10 @@ class Ticket:
 
     def _connect(self, turn: Turn, index: int, loop) -> None:
         def put(kind, value):
-            loop.call_soon_threadsafe(self.events.put_nowait, (index, kind, value))
+            try:
+                loop.call_soon_threadsafe(self.events.put_nowait, (index, kind, value))
+            except RuntimeError:   # the event loop is closed (the server stopped): nobody reads
+                pass
         turn.on_text = lambda text: put("text", text)
         turn.on_logprob = lambda entry: put("logprob", entry)
         turn.on_done = lambda outcome: put("done", outcome)
@@ -67,6 +70,9 @@ def submit(turns, turn: Turn) -> Ticket:
 def as_api_error(exc: Exception) -> APIError:
     if isinstance(exc, APIError):
         return exc
+    if isinstance(exc, TurnCancelled):   # still waiting when the server began to stop
+        return APIError(503, "the server is stopping; retry shortly", type="server_error",
+                        code="server_stopping", headers={"retry-after": "5"})
     if isinstance(exc, PromptTooLong):
         return APIError(400, str(exc), param="messages", code="context_length_exceeded")
     if isinstance(exc, EngineError):

@@ -11,6 +11,10 @@ from pathlib import Path
 import uvicorn
 
 from .app import ServerConfig, build_app
+from .connections import (HEAD_TIMEOUT_S, KEEP_ALIVE_S, MAX_CONNECTIONS, bounded_protocol,
+                          connection_limit)
+
+GRACE_S = 30   # at most, after a signal, for the stopped answers' responses to go out
 
 
 @dataclass
@@ -33,14 +37,19 @@ def bind(listen: Listen) -> socket.socket:
     return sock
 
 
-def serve(sock: socket.socket, turns, config: ServerConfig, say=None) -> None:
-    """Serve until SIGINT/SIGTERM; answers in flight then stop and are kept, interrupted."""
+def serve(sock: socket.socket, turns, config: ServerConfig, say=None,
+          max_connections: int = MAX_CONNECTIONS, head_timeout: float = HEAD_TIMEOUT_S) -> None:
+    """Serve until SIGINT/SIGTERM. Then answers in flight stop at their next token and are
+    kept, marked interrupted, their streams ended as for any answer; requests still
+    waiting get a 503; once those responses are out the server stops."""
     app = build_app(turns, config)
     host, port = sock.getsockname()[:2]
     logging.getLogger("chatdb.server").addHandler(logging.StreamHandler(sys.stderr))
-    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           lifespan="off", timeout_graceful_shutdown=3,
-                                           server_header=False))
+    protocol = bounded_protocol(connection_limit(max_connections), head_timeout)
+    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False, http=protocol,
+                                    lifespan="off", timeout_graceful_shutdown=GRACE_S,
+                                    timeout_keep_alive=KEEP_ALIVE_S, server_header=False),
+                     on_stop=turns.cancel_all)
     where = f"[{host}]" if ":" in host else host
     (say or _say)(f"serving {config.model_name} on http://{where}:{port}/v1 "
                   f"(parallel {config.parallel}{', API key required' if config.api_key else ''})")
@@ -49,7 +58,13 @@ def serve(sock: socket.socket, turns, config: ServerConfig, say=None) -> None:
 
 class _Server(uvicorn.Server):
     """uvicorn re-raises SIGTERM once it has stopped, which would end the process before
-    the engine stores the KV of the last answers; here a signal only asks it to stop."""
+    the engine stores the KV of the last answers; here a signal only asks it to stop, and
+    first stops the answers (`on_stop`), so that their responses end before uvicorn's
+    grace runs out and it cancels the requests and closes the event loop under them."""
+
+    def __init__(self, config, on_stop):
+        super().__init__(config)
+        self.on_stop = on_stop
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -61,6 +76,8 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def _stop(self, sig, frame) -> None:
+        if not self.should_exit:
+            self.on_stop()
         self.force_exit = self.should_exit  # a second signal: stop waiting for open streams
         self.should_exit = True
 

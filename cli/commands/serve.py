@@ -1,12 +1,16 @@
 """`chatdb serve`: an OpenAI-compatible HTTP server whose chats live in the archive."""
 
+import argparse
 import ipaddress
 import os
+
+from chatdb.connection import disk_full
+from chatdb.errors import ChatdbError
 
 from .. import output
 from ..meaning import add_embed_option
 from ..model_options import sampling_from
-from ..options import add_command, context_size, db_path, positive_int
+from ..options import add_command, context_size, db_path, open_archive, positive_int
 
 DESCRIPTION = """\
 Serve the OpenAI API (POST /v1/chat/completions and /v1/completions,
@@ -19,16 +23,26 @@ follows is added, so clients that resend the whole chat cost only their new
 message, after a restart too. The chats appear in `chatdb list`.
 
 Binds 127.0.0.1 unless --host says otherwise; another address needs an API
-key (--api-key or $CHATDB_API_KEY), or --allow-no-key."""
+key (--api-key or $CHATDB_API_KEY), or --allow-no-key (said in a warning).
+
+Limits: a request's head must arrive within --head-timeout (10 s) of the connection opening
+(or of its previous response), its body within 60 s (408); an idle
+keep-alive connection is closed after 5 s; at most --max-connections stay
+open (a new one closes the oldest without a request in flight). Requests
+beyond --parallel plus --queue get 503. SIGTERM or Ctrl-C: answers in flight
+stop at their next token and are kept (interrupted), waiting requests get
+503, then the server stops."""
 
 MAX_BODY = 4 << 20
+MAX_CONNECTIONS = 1024   # server.connections.MAX_CONNECTIONS (not imported: it loads uvicorn)
 
 
 def register(subparsers) -> None:
     parser = add_command(subparsers, "serve", run, help="serve the OpenAI chat API",
                          description=DESCRIPTION, json_help=None)
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8080,
+                        help="port (default 8080; 0 picks a free one)")
     parser.add_argument("--model", metavar="PATH",
                         help="a GGUF model file (default: $CHATDB_MODEL, else SmolLM2-135M-Instruct)")
     parser.add_argument("--ctx", type=context_size, metavar="N",
@@ -53,6 +67,11 @@ def register(subparsers) -> None:
     parser.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                         help="let web pages from ORIGIN (https://app.example) call the API; "
                              "repeatable, '*' for any (default: none)")
+    parser.add_argument("--max-connections", type=positive_int, default=MAX_CONNECTIONS,
+                        metavar="N", help=f"open connections at most (default {MAX_CONNECTIONS}, "
+                        "within the open-file limit)")
+    parser.add_argument("--head-timeout", type=float, default=10.0, metavar="S",
+                        help="seconds a request's head may take to arrive (default 10)")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive")
     add_embed_option(parser)
@@ -68,6 +87,14 @@ def run(args) -> int:
     if args.queue is not None and args.queue < 0:
         output.error("--queue must be 0 or more")
         return 2
+    if not api_key and not _loopback(args.host):   # --allow-no-key: said, since it is risky
+        output.warning(f"serving {args.host} without an API key (--allow-no-key): anyone who "
+                       "can reach it can read and write every conversation in the archive")
+    with open_archive(args, create=True) as archive:
+        if archive.read_only:
+            where = "the disk is full" if disk_full(archive.db_path) else "it is read-only here"
+            raise ChatdbError(f"{archive.db_path}: {where}; chatdb serve stores every request "
+                              "and answer, so it needs an archive it can write")
     from server.run import Listen, bind, model_name, serve  # loads Starlette and uvicorn
     from server.app import ServerConfig
     from engine.serving import open_turns
@@ -92,7 +119,8 @@ def run(args) -> int:
                           embeddings=service)
     indexer = background_indexer(db_path(args), embed_path)
     try:
-        serve(sock, turns, config)
+        serve(sock, turns, config, max_connections=args.max_connections,
+              head_timeout=args.head_timeout)
     finally:
         turns.close()
         if indexer is not None:
@@ -110,6 +138,17 @@ def background_indexer(db, embed_path):
 
     return BackgroundIndexer(db, embed_path,
                              on_error=lambda exc: output.warning(f"messages not indexed by meaning: {exc}"))
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: any free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return value
 
 
 def _loopback(host: str) -> bool:

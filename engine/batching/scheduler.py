@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from chatdb.message_match import place
+from chatdb.message_match import place, unplace
 
 from ..errors import Cancelled
 from ..kv.sources import common_prefix
@@ -89,8 +89,9 @@ class SlotScheduler:
         self.jobs.put(turn)
         return True
 
-    def close(self) -> None:
-        """Cancel what waits, end running answers at their next step, store KV, free."""
+    def cancel_all(self) -> None:
+        """Take no more turns; cancel what waits, end running answers at their next step
+        (each is kept, interrupted). Safe from a signal handler: it only sets flags."""
         self._closing = True
         for turn in list(self.jobs.queue) + [self.held]:
             if turn is not None:
@@ -98,6 +99,10 @@ class SlotScheduler:
         for slot in self.slots:
             if slot.turn is not None:
                 slot.turn.cancelled.set()
+
+    def close(self) -> None:
+        """cancel_all(), then wait for the answers to be stored and their KV; free."""
+        self.cancel_all()
         if self._thread.is_alive():
             self.jobs.put(None)
             self._thread.join()
@@ -165,7 +170,7 @@ class SlotScheduler:
         return False
 
     def _begin(self, turn: Turn) -> None:
-        engine = self.engine
+        engine, placement = self.engine, None
         try:
             if turn.cancelled.is_set():
                 raise TurnCancelled()
@@ -181,6 +186,11 @@ class SlotScheduler:
             slot.begin(turn, placement, parts, prepared, acquired, engine.model,
                        engine.chat_format.markers)
         except Exception as exc:
+            if placement is not None:   # refused before any answer: keep none of its messages
+                try:
+                    unplace(engine.archive, placement)
+                except Exception:   # e.g. a full disk: the question stays, the refusal is said
+                    pass
             for each in [turn] + turn.siblings:
                 self._finished(each, error=exc)
             return
