@@ -189,6 +189,7 @@ class Engine:
         self.tuning.before_turn()
         if self.draft is not None:
             self.draft.follow_threads(self.model)
+        self.prompts.cancelled = cancelled   # reading a long path stops on Ctrl-C too
         prepared = self.prepare_turn(turn, path, settings)
         prompt, window = prepared.prompt, prepared.window
         acquired = self.cache.acquire(prompt, window.tokens, progress,

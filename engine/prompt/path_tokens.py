@@ -14,6 +14,7 @@ import numpy as np
 from chatdb.archive import Archive
 from chatdb.records import Message
 
+from ..errors import Cancelled
 from ..llama.model import Model
 from .content_tokens import content_spans, sentinel, specials_of, tokens_with_text_content
 from .template import ChatTemplate, TemplateUnstable
@@ -47,27 +48,55 @@ def tokenizer_id(template: ChatTemplate, model_fp: str) -> str:
     return hashlib.sha256(model_fp.encode() + b"\0" + source).hexdigest()[:24]
 
 
+STORE_EVERY = 64   # messages tokenized per transaction, and between looks at a stop request
+
+
 class PromptBuilder:
     def __init__(self, model: Model, template: ChatTemplate, archive: Archive, tokenizer: str):
         self.model, self.template, self.archive, self.tokenizer = model, template, archive, tokenizer
+        self.cancelled = None   # a turn's stop request (callable), asked while reading a path
 
     def path_tokens(self, path: list[Message]) -> PathTokens:
-        """Tokens for each message of `path`, from the archive where stored."""
+        """Tokens for each message of `path`, from the archive where stored.
+
+        Those computed are stored STORE_EVERY messages at a time, each batch one
+        transaction; `self.cancelled()` (set by the engine for a turn: Ctrl-C,
+        SIGTERM) is asked as often, so reading a long imported chat stops at once.
+        """
         if not path:
             return PathTokens([], [])
         stored = dict(self.archive.tokens.along_path(path[-1].id, self.tokenizer))
-        arrays, chat = [], as_chat(path)
+        arrays, chat, computed = [], as_chat(path), []
         try:
             for i, message in enumerate(path):
                 tokens = stored.get(message.id)
                 if tokens is None:
                     tokens = np.asarray(self.piece_tokens(chat[:i], chat[i]), np.int32)
-                    with self.archive.transaction():
-                        self.archive.tokens.put(message.id, self.tokenizer, tokens)
+                    computed.append((message.id, tokens))
+                    if len(computed) == STORE_EVERY:
+                        self._store(computed)
+                        self._check_cancelled()
                 arrays.append(tokens)
         except TemplateUnstable:
             return self.whole(path)
+        finally:
+            self._store(computed)   # what was computed is kept, even when stopped
         return PathTokens([m.id for m in path], arrays)
+
+    def lazy(self, path: list[Message]) -> "LazyPathTokens":
+        """The path's tokens, each message's computed only when asked for (a window)."""
+        return LazyPathTokens(self, path)
+
+    def _store(self, computed: list) -> None:
+        if computed:
+            with self.archive.transaction():
+                for message_id, tokens in computed:
+                    self.archive.tokens.put(message_id, self.tokenizer, tokens)
+            computed.clear()
+
+    def _check_cancelled(self) -> None:
+        if self.cancelled is not None and self.cancelled():
+            raise Cancelled()
 
     def whole(self, path: list[Message]) -> PathTokens:
         """The path tokenized as one text (for templates that are not prefix-stable)."""
@@ -79,8 +108,14 @@ class PromptBuilder:
 
     def piece_tokens(self, before: list[dict], message: dict) -> list[int]:
         text = self.template.message_text(before, message)
+        content = message["content"]
+        if content and text.count(content) == 1 and not content.isspace():
+            # where it sits is plain: no second rendering needed to tell
+            start = text.index(content)
+            return tokens_with_text_content(self.model, specials_of(self.model), text,
+                                            [(start, start + len(content))])
         marked = self.template.message_text(before, {**message, "content": sentinel(0)})
-        return self.text_tokens(text, marked, [message["content"]])
+        return self.text_tokens(text, marked, [content])
 
     def text_tokens(self, text: str, marked: str, contents: list[str]) -> list[int]:
         """Tokens of template text holding `contents`, the contents read as text only
@@ -117,3 +152,36 @@ class PromptBuilder:
             else:
                 generated = generated[:-1]
         return list(opening) + list(generated) + (self.model.tokenize(suffix) if suffix else [])
+
+
+class LazyPathTokens:
+    """A path's tokens computed on demand, from the end back: a window over a long path (an
+    imported chat of 100,000 messages) reads only the messages it keeps, and the few
+    before them that show it must stop. Stored as computed, like path_tokens'."""
+
+    def __init__(self, builder: PromptBuilder, path: list[Message]):
+        self.builder, self.path, self.chat = builder, path, as_chat(path)
+        stored = builder.archive.tokens.along_path(path[-1].id, builder.tokenizer) if path else []
+        self.arrays: "list[np.ndarray | None]" = [tokens for _, tokens in stored]
+        self.computed: list = []
+
+    def length(self, i: int) -> int:
+        return len(self.array(i))
+
+    def array(self, i: int) -> np.ndarray:
+        if self.arrays[i] is None:   # TemplateUnstable propagates: the caller retokenizes
+            tokens = np.asarray(self.builder.piece_tokens(self.chat[:i], self.chat[i]), np.int32)
+            self.arrays[i] = tokens
+            self.computed.append((self.path[i].id, tokens))
+            if len(self.computed) == STORE_EVERY:
+                self.store()
+                self.builder._check_cancelled()
+        return self.arrays[i]
+
+    def store(self) -> None:
+        self.builder._store(self.computed)
+
+    def tokens(self, indexes) -> PathTokens:
+        indexes = list(indexes)
+        return PathTokens([self.path[i].id for i in indexes], [self.array(i) for i in indexes])
+

@@ -14,7 +14,7 @@ from ..errors import PromptTooLong
 from ..llama.sampling import SamplingSettings
 from .path_tokens import PromptBuilder, as_chat
 from .template import TemplateUnstable
-from .window import Window, fit_window
+from .window import Window, fit_path
 
 
 @dataclass
@@ -65,9 +65,8 @@ def check_question(prompts: PromptBuilder, path, settings: SamplingSettings) -> 
 
 def fit_prompt(prompts: PromptBuilder, path, settings: SamplingSettings, fingerprint: str) -> Prepared:
     """The prompt answering the last message of `path`, fitted to the context."""
-    tokens = prompts.path_tokens(path)
     opening = prompts.generation_tokens(path)
-    window = fit_window(tokens, path, budget(prompts.model.n_ctx, settings, opening), prompts)
+    window = fit_path(prompts, path, budget(prompts.model.n_ctx, settings, opening))
     prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
     return Prepared(path, opening, window, prompt, window.key(fingerprint))
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from chatdb.records import Message
 
 from .path_tokens import PathTokens
+from .template import TemplateUnstable
 
 STEPS_PER_ROOM = 2   # the anchor moves by about half the room at a time
 
@@ -37,6 +38,58 @@ class Window:
         return None if self.anchor is None else f"{fingerprint}/window:{self.anchor}"
 
 
+def fit_path(prompts, path: list[Message], budget: int) -> Window:
+    """The window of `path` for `budget` tokens, reading no more of the path than it keeps
+    (and the messages before it that show it must stop there).
+
+    Its step points are placed by an estimate of each message's tokens from its text
+    (ESTIMATE_BYTES per token, plus the template's few), not by its tokens, so that
+    finding them needs no tokenizer: the estimate depends on the text alone, so the
+    window is as stable and as much the same in every process as before. Whether a
+    window fits is decided on the real tokens, computed from the end back.
+    """
+    lazy = prompts.lazy(path)
+    try:
+        window = _fit_lazily(lazy, path, budget)
+    except TemplateUnstable:
+        return _retokenized(path, budget, prompts)
+    finally:
+        lazy.store()
+    return window
+
+
+ESTIMATE_BYTES = 3      # of UTF-8 text per token: about right for CJK, generous for English
+ESTIMATE_MARKERS = 4    # tokens a template adds around a message
+
+
+def _estimate(message: Message) -> int:
+    return len(message.content.encode("utf-8", "surrogatepass")) // ESTIMATE_BYTES + ESTIMATE_MARKERS
+
+
+def _fit_lazily(lazy, path: list[Message], budget: int) -> Window:
+    total, i = 0, len(path)
+    while i > 0 and total <= budget:
+        i -= 1
+        total += lazy.length(i)
+    if total <= budget:
+        return Window(lazy.tokens(range(len(path))), 0)
+    head = 1 if path and path[0].role == "system" else 0
+    room = budget - sum(lazy.length(j) for j in range(head))
+    sizes = [_estimate(m) for m in path]
+    anchor = _anchor(path, sizes, head, room, lambda start: _suffix_fits(lazy, start, room))
+    kept = list(range(head)) + list(range(anchor, len(path)))
+    return Window(lazy.tokens(kept), anchor - head, path[anchor].id)
+
+
+def _suffix_fits(lazy, start: int, room: int) -> bool:
+    total = 0
+    for j in range(len(lazy.path) - 1, start - 1, -1):
+        total += lazy.length(j)
+        if total > room:
+            return False
+    return True
+
+
 def fit_window(tokens: PathTokens, path: list[Message], budget: int, prompts) -> Window:
     lengths = tokens.lengths
     if sum(lengths) <= budget:
@@ -45,7 +98,8 @@ def fit_window(tokens: PathTokens, path: list[Message], budget: int, prompts) ->
         return _retokenized(path, budget, prompts)
     head = 1 if path and path[0].role == "system" else 0
     room = budget - sum(lengths[:head])
-    anchor = _anchor(path, lengths, head, room)
+    suffix = _suffixes(lengths)
+    anchor = _anchor(path, lengths, head, room, lambda start: suffix[start] <= room)
     kept = list(range(head)) + list(range(anchor, len(path)))
     window = PathTokens([tokens.message_ids[i] for i in kept], [tokens.arrays[i] for i in kept])
     return Window(window, anchor - head, path[anchor].id)
@@ -62,20 +116,33 @@ def _retokenized(path: list[Message], budget: int, prompts) -> Window:
     return Window(prompts.whole(head + rest[-1:]), len(rest) - 1)
 
 
-def _anchor(path: list[Message], lengths: list[int], head: int, room: int) -> int:
-    """The index of the first message kept: the earliest step point whose rest fits."""
+def _anchor(path: list[Message], sizes: list[int], head: int, room: int, fits) -> int:
+    """The index of the first message kept: the earliest step point whose rest fits.
+
+    Step points are the first user message past each multiple of half the room,
+    counted in `sizes` from the start (tokens, or an estimate of them);
+    `fits(i)` says whether messages i.. fit. Tried from the last step point back,
+    and only until one does not fit (the rest from an earlier one is longer).
+    """
     step = max(1, room // STEPS_PER_ROOM)
-    offsets, total = [], 0
-    for n in lengths[head:]:
-        offsets.append(total)
-        total += n
-    suffix = [total - offset for offset in offsets]   # tokens from each message to the end
-    k, i = 1, head
-    while True:
-        while i < len(path) and (offsets[i - head] < k * step or path[i].role != "user"):
-            i += 1
-        if i >= len(path):
-            return len(path) - 1   # nothing fits: the last message alone
-        if suffix[i - head] <= room:
-            return i
-        k = offsets[i - head] // step + 1   # the next step point past this message
+    points, offset, k = [], 0, 1
+    for i in range(head, len(path)):
+        if offset >= k * step and path[i].role == "user":
+            points.append(i)
+            k = offset // step + 1   # the next step point past this message
+        offset += sizes[i]
+    chosen = None
+    for i in reversed(points):
+        if not fits(i):
+            break
+        chosen = i
+    return chosen if chosen is not None else len(path) - 1   # nothing fits: the last alone
+
+
+def _suffixes(lengths: list[int]) -> list[int]:
+    """Tokens from each message to the end."""
+    out, total = [0] * len(lengths), 0
+    for i in range(len(lengths) - 1, -1, -1):
+        total += lengths[i]
+        out[i] = total
+    return out
