@@ -1,7 +1,7 @@
 """The limit for continuous batching: a bare loop decoding N sequences in one batch per step.
 
 llama.cpp's examples/batched on the low-level API, in the very context
-chatdb serve --parallel N makes: engine.machine.offload_plan.plan for this machine and
+chatdb serve --parallel N makes: engine.machine.offload_plan.plan_offload for this machine and
 N sequences (threads, flash attention, KV types, each sequence's context)
 and engine.llama.model.Model with n_seq_max = N (a KV stream per sequence). Each
 prompt is read in one batch, then every step is one llama_batch holding one
@@ -31,7 +31,7 @@ from engine.llama.gguf_header import read_facts  # noqa: E402
 from engine.llama.model import ContextConfig, Model  # noqa: E402
 from engine.llama.model_path import resolve_model_path  # noqa: E402
 from engine.prompt.chat_format import ChatFormat  # noqa: E402
-from engine.machine.offload_plan import plan  # noqa: E402
+from engine.machine.offload_plan import plan_offload  # noqa: E402
 from engine.machine.threads import ThreadTuner  # noqa: E402
 
 IDLE_S = 0.5   # the pause over which free cores are read before a run
@@ -47,7 +47,7 @@ class BareBatch:
 
     def __init__(self, model_path: str, n_seqs: int, tuner: ThreadTuner):
         self.tuner = tuner
-        chosen = plan(hardware.detect(), read_facts(model_path), threads=tuner.choice,
+        chosen = plan_offload(hardware.detect(), read_facts(model_path), threads=tuner.choice,
                       n_seq=n_seqs).config   # as chatdb serve --parallel n_seqs plans it
         self.model = Model(model_path, ContextConfig(**{**chosen.__dict__, "n_seq_max": n_seqs}))
         self.n_seqs = n_seqs

@@ -108,7 +108,7 @@ def diskcache_worker(model: str, cache_dir: str, prompt: str) -> None:
 
     from engine.llama import gguf_header
     from engine.machine import hardware, offload_plan, threads
-    cfg = offload_plan.plan(hardware.detect(), gguf_header.read_facts(model),  # chatdb's own settings
+    cfg = offload_plan.plan_offload(hardware.detect(), gguf_header.read_facts(model),  # chatdb's own settings
                             threads=threads.ThreadTuner().choice).config
     llm = Llama(model, n_ctx=cfg.n_ctx, flash_attn=cfg.flash_attn, n_gpu_layers=cfg.n_gpu_layers,
                 n_threads=cfg.n_threads, n_threads_batch=cfg.n_threads_batch, verbose=False)

@@ -32,7 +32,7 @@ from .llama.model_path import resolve_model_path
 from .llama.sampling import Sampler, SamplingSettings
 from .llama.sequence import Sequence
 from .machine import hardware
-from .machine.offload_plan import plan
+from .machine.offload_plan import plan_offload
 from .machine.threads import ThreadTuner
 from .machine.tuning import Tuning
 from .prompt.chat_format import ChatFormat
@@ -91,7 +91,7 @@ class Engine:
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
         tuner = ThreadTuner(threads)  # measures the others while the model loads
         report = hardware.detect()
-        chosen = plan(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq)
+        chosen = plan_offload(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq)
         early = None
         if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
             # The fingerprints the engine may have, by the mode its layout check picks.

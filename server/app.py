@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from engine.llama.sampling import SamplingSettings
 
-from engine.batching.turns import Turn
+from engine.batching.turn_request import TurnRequest
 from engine.errors import PromptTooLong
 from engine.prompt.completion_prompt import NoFillInTheMiddle
 
@@ -113,7 +113,7 @@ def build_app(turns, config: ServerConfig):
                                           "x-chatdb-kv-source", "retry-after"], max_age=600)
 
 
-def completion_turn(req, config: ServerConfig, request: Request) -> Turn:
+def completion_turn(req, config: ServerConfig, request: Request) -> TurnRequest:
     """A completion's turn: its prompt's tokens (a 400 where they cannot be), not archived."""
     try:
         prompt = config.prompts.tokens(req.prompt, req.suffix)
@@ -121,8 +121,8 @@ def completion_turn(req, config: ServerConfig, request: Request) -> Turn:
         raise bad_field("suffix", f"'suffix': {exc}", "unsupported_parameter") from None
     except PromptTooLong as exc:
         raise APIError(400, str(exc), param="prompt", code="context_length_exceeded") from None
-    turn = Turn(messages=[], sampling=completion_sampling(req, config.sampling, config.n_vocab),
-                stop=req.sampling.stop, prompt=prompt)
+    turn = TurnRequest(messages=[], stop=req.sampling.stop, prompt=prompt,
+                       sampling=completion_sampling(req, config.sampling, config.n_vocab))
     turn.siblings = siblings(turn, req.n, config.parallel)
     return turn
 

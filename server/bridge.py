@@ -10,13 +10,13 @@ their next token; what was written is kept, marked interrupted.
 import asyncio
 
 from engine.errors import EngineError, PromptTooLong
-from engine.batching.turns import Turn, TurnCancelled
+from engine.batching.turn_request import TurnCancelled, TurnRequest
 
 from .errors import APIError
 
 
 class Ticket:
-    def __init__(self, turn: Turn):
+    def __init__(self, turn: TurnRequest):
         self.turn = turn
         self.answers = [turn] + list(turn.siblings)
         self.events: asyncio.Queue = asyncio.Queue()
@@ -24,7 +24,7 @@ class Ticket:
         for index, answer in enumerate(self.answers):
             self._connect(answer, index, loop)
 
-    def _connect(self, turn: Turn, index: int, loop) -> None:
+    def _connect(self, turn: TurnRequest, index: int, loop) -> None:
         def put(kind, value):
             try:
                 loop.call_soon_threadsafe(self.events.put_nowait, (index, kind, value))
@@ -59,7 +59,7 @@ class Ticket:
             index, kind, value = await self.next()
 
 
-def submit(turns, turn: Turn) -> Ticket:
+def submit(turns, turn: TurnRequest) -> Ticket:
     ticket = Ticket(turn)
     if not turns.submit(turn):
         raise APIError(503, "the server is busy: every slot and queue place is taken; retry shortly",

@@ -1,9 +1,9 @@
-"""From a parsed chat request to the engine's Turn: the messages as the archive keeps them,
+"""From a parsed chat request to the engine's TurnRequest: the messages as the archive keeps them,
 and the sampling the request asks for."""
 
 from dataclasses import replace
 
-from engine.batching.turns import Turn
+from engine.batching.turn_request import TurnRequest
 from engine.errors import EngineError
 from engine.llama.sampling import SamplingSettings, check_grammar
 from engine.prompt.tool_format import ToolCall, call_text, tools_text
@@ -68,16 +68,16 @@ def _common(req, defaults: SamplingSettings, n_vocab: int) -> SamplingSettings:
 
 
 def chat_turn(req: ChatRequest, defaults: SamplingSettings, n_vocab: int, client: str,
-              parallel: int, vocab=None) -> Turn:
+              parallel: int, vocab=None) -> TurnRequest:
     messages = archived_messages(req)
     sampling = sampling_of(req, defaults, n_vocab, vocab)
-    turn = Turn(messages=messages, sampling=sampling, stop=req.sampling.stop, title=_title(messages),
-                meta={"client": client, "via": "chatdb serve"})
+    turn = TurnRequest(messages=messages, sampling=sampling, stop=req.sampling.stop,
+                       title=_title(messages), meta={"client": client, "via": "chatdb serve"})
     turn.siblings = siblings(turn, req.n, parallel)
     return turn
 
 
-def siblings(turn: Turn, n: int, parallel: int) -> list[Turn]:
+def siblings(turn: TurnRequest, n: int, parallel: int) -> list[TurnRequest]:
     """n - 1 more answers to the turn's prompt, computed beside it (a sequence each); with a
     seed, answer i samples with seed + i, so each differs and each is repeatable."""
     if n > parallel:

@@ -50,7 +50,7 @@ def run(args) -> int:
         output.error("the message is empty")
         return 2
     with open_archive(args, create=True) as archive, quit_on_signals(), indexing(archive, args):
-        turn = Turn.start(archive, args, text)
+        turn = Question.start(archive, args, text)
         try:
             result, quit_status = _answer(archive, args, turn)
         except Cancelled as stop:  # before the answer began: the question stays, unanswered
@@ -66,7 +66,7 @@ def run(args) -> int:
     return quit_status or (130 if result.status == "interrupted" else 0)
 
 
-def _answer(archive, args, turn: "Turn"):
+def _answer(archive, args, turn: "Question"):
     from engine.chat import Engine  # loads llama.cpp: only for commands that need it
 
     engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
@@ -93,7 +93,7 @@ def _stream(text: str) -> None:
     sys.stdout.flush()
 
 
-class Turn:
+class Question:
     """The question, written before the model loads (a kill meanwhile keeps it)."""
 
     def __init__(self, archive, conv_id: int, question, new_conversation: bool):
@@ -101,7 +101,7 @@ class Turn:
         self.new_conversation = new_conversation
 
     @classmethod
-    def start(cls, archive, args, text: str) -> "Turn":
+    def start(cls, archive, args, text: str) -> "Question":
         conv_id, new = _conversation(archive, args, text)
         try:
             question = archive.add_question(conv_id, text)

@@ -35,7 +35,7 @@ from ..prompt.prepared import RawPrompt
 from ..turn_result import raw_result
 from .prefill_pace import PrefillPace, share
 from .slot import Slot
-from .turns import Turn, TurnCancelled, TurnOutcome
+from .turn_request import TurnRequest, TurnCancelled, TurnOutcome
 
 
 class SlotScheduler:
@@ -49,7 +49,7 @@ class SlotScheduler:
         self.failure: "Exception | None" = None
         self.slots: list[Slot] = []
         self._count = 0                       # answers running and waiting
-        self.held: "Turn | None" = None       # waits for as many free slots as it has answers
+        self.held: "TurnRequest | None" = None       # waits for as many free slots as it has answers
         self._lock = threading.Lock()
         self._closing = False
         self._thread = threading.Thread(target=self._run, args=(open_engine,),
@@ -81,7 +81,7 @@ class SlotScheduler:
         model = self.engine.model
         return {"decode": model.config.n_threads, "batch": model.threads_batch}
 
-    def submit(self, turn: Turn) -> bool:
+    def submit(self, turn: TurnRequest) -> bool:
         with self._lock:
             if self._count + turn.answers > self.capacity or self._closing:
                 return False
@@ -169,7 +169,7 @@ class SlotScheduler:
             self._begin(turn)
         return False
 
-    def _begin(self, turn: Turn) -> None:
+    def _begin(self, turn: TurnRequest) -> None:
         engine, placement = self.engine, None
         try:
             if turn.cancelled.is_set():
@@ -198,7 +198,7 @@ class SlotScheduler:
             self._best_slot(prepared.prompt).follow(sibling, slot, engine.model,
                                                     engine.chat_format.markers)
 
-    def _begin_raw(self, turn: Turn) -> None:
+    def _begin_raw(self, turn: TurnRequest) -> None:
         """A completion: its prompt's KV from the live prefix or memory, nothing placed."""
         prepared = RawPrompt(np.asarray(turn.prompt, np.int32))
         slot = self._best_slot(prepared.prompt)
@@ -302,7 +302,7 @@ class SlotScheduler:
             if other.following is slot:
                 self._end(other, error=error or TurnCancelled())
 
-    def _finished(self, turn: Turn, outcome=None, error=None) -> None:
+    def _finished(self, turn: TurnRequest, outcome=None, error=None) -> None:
         with self._lock:
             self._count -= 1
         if isinstance(error, Cancelled):

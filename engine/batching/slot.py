@@ -22,7 +22,7 @@ from ..llama.sequence import Sequence
 @dataclass
 class Slot:
     cache: KVCache
-    turn: object = None              # turns.Turn
+    turn: object = None              # turn_request.TurnRequest
     placement: object = None         # chatdb.message_match.Placement
     parts: object = None             # turn_result.TurnParts
     prepared: object = None          # prepared.Prepared

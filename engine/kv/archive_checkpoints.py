@@ -53,7 +53,7 @@ class ArchiveCheckpoints(ArchiveRows):
             with request.archive.transaction():
                 request.archive.kv.delete(message_id, self.fingerprint, "snapshot")
             raise LoadFailed(str(exc)) from None
-        if not seq.load(recurrent_layout.join(attention, recurrent), request.target[:n_tokens]):
+        if not seq.load(recurrent_layout.join_hybrid(attention, recurrent), request.target[:n_tokens]):
             raise LoadFailed("llama.cpp refused the state")
 
     def store_job(self, seq: Sequence, full: PathTokens, earlier=None) -> StoreJob:
@@ -61,10 +61,10 @@ class ArchiveCheckpoints(ArchiveRows):
         `earlier` (tokens, state) taken inside the turn, at the message ending there."""
         ends = full.ends()
         ranges = list(zip(full.message_ids, [0] + ends[:-1], ends))
-        _, attention, recurrent = recurrent_layout.split(seq.state())
+        _, attention, recurrent = recurrent_layout.split_hybrid(seq.state())
         checkpoints = [(full.message_ids[-1], recurrent)]
         if earlier is not None and earlier[0] in ends[:-1]:
-            _, _, at_question = recurrent_layout.split(earlier[1])
+            _, _, at_question = recurrent_layout.split_hybrid(earlier[1])
             checkpoints.insert(0, (full.message_ids[ends.index(earlier[0])], at_question))
         return StoreJob(attention, self.fingerprint, ranges, self.kind, plane_width(seq.model),
                         checkpoints=tuple(checkpoints))

@@ -36,7 +36,7 @@ def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, str]":
         decoder.prefill(probe, 0)
         state = model.get_state()
         if kind == "attention":
-            return round_trip(model, state, split=len(probe) // 2), ROWS
+            return round_trip(model, state, at=len(probe) // 2), ROWS
         if kind == "hybrid":
             return _verify_checkpoint(model, state, len(probe) // 2), CHECKPOINT
         return _verify_window(model, state, len(probe) // 2), WINDOW
@@ -48,13 +48,13 @@ def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, str]":
         model.clear()
 
 
-def _verify_window(model: Model, state, split: int) -> kvlayout.Layout:
+def _verify_window(model: Model, state, at: int) -> kvlayout.Layout:
     """Rebuild `state` from two segments, load it, and compare what llama.cpp writes back."""
     live = bytes(state)
     layout = kvlayout.parse(live, window=model.n_swa)
     n = layout.n_cells
-    segments = [kvlayout.cut(live, layout, 0, split), kvlayout.cut(live, layout, split, n)]
-    rebuilt = kvlayout.assemble(layout, segments, n, [split, n - split])
+    segments = [kvlayout.cut(live, layout, 0, at), kvlayout.cut(live, layout, at, n)]
+    rebuilt = kvlayout.state_from(layout, segments, n, [at, n - at])
     if not model.set_state(rebuilt):
         raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
     if bytes(model.get_state()) != live:
@@ -62,16 +62,16 @@ def _verify_window(model: Model, state, split: int) -> kvlayout.Layout:
     return layout
 
 
-def _verify_checkpoint(model: Model, state, split: int) -> kvlayout.Layout:
+def _verify_checkpoint(model: Model, state, at: int) -> kvlayout.Layout:
     """Rebuild a hybrid `state` from its attention rows and its recurrent part, load it,
     and compare what llama.cpp writes back; the layout of the attention part."""
     live = bytes(state)
-    _, attention, recurrent = recurrent_layout.split(live)
-    layout = round_trip(model, attention, split)
+    _, attention, recurrent = recurrent_layout.split_hybrid(live)
+    layout = round_trip(model, attention, at)
     n = layout.n_cells
-    rows = kvlayout.assemble(layout, [kvlayout.cut(attention, layout, 0, split),
-                                      kvlayout.cut(attention, layout, split, n)], n)
-    if not model.set_state(recurrent_layout.join(rows, recurrent)):
+    rows = kvlayout.state_from(layout, [kvlayout.cut(attention, layout, 0, at),
+                                        kvlayout.cut(attention, layout, at, n)], n)
+    if not model.set_state(recurrent_layout.join_hybrid(rows, recurrent)):
         raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
     if bytes(model.get_state()) != live:
         raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")

@@ -12,7 +12,7 @@ stored.
 A new message's segment is compared with its latest siblings'. A sibling
 whose rows already begin with a run that the new rows begin with too lends
 that run; a sibling without one is rewritten to begin with the run the two
-have in common. The plan is made (and compressed) outside the transaction;
+have in common. The sharing plan is made (and compressed) outside the transaction;
 `store` writes it, and rewrites the sibling only if it is unchanged since.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from chatdb.kv.store import CorruptKV, Encoded, SegmentRef, encode
 
 from ..state.kvlayout import Layout, LayoutMismatch
-from ..state.segment_split import join, leading_equal, split
+from ..state.segment_split import join_pieces, leading_equal, split_segment
 
 SIBLINGS_COMPARED = 16   # the latest siblings: each costs a decompression of its rows
 
@@ -35,7 +35,7 @@ class Rewrite:
 
 
 @dataclass(frozen=True)
-class Plan:
+class SharingPlan:
     rest: Encoded                       # the message's own rows (all of them when nothing is shared)
     n_shared: int = 0                   # tokens of the shared run it begins with
     digest: str = ""
@@ -43,8 +43,8 @@ class Plan:
     rewrite: "Rewrite | None" = None    # the sibling to begin with the same run
 
 
-def plan(archive, fingerprint: str, layout: Layout, message_id: int, raw, n_tokens: int,
-         plane_width: int) -> Plan:
+def plan_sharing(archive, fingerprint: str, layout: Layout, message_id: int, raw, n_tokens: int,
+         plane_width: int) -> SharingPlan:
     best = (0, False, None, None, None)   # (tokens shared, lent by the sibling, ref, its segment, its rows)
     for ref in archive.kv.sibling_rows(message_id, fingerprint, SIBLINGS_COMPARED):
         try:
@@ -58,23 +58,23 @@ def plan(archive, fingerprint: str, layout: Layout, message_id: int, raw, n_toke
         best = max(best, (usable, lent, ref, segment, rows), key=lambda b: b[:2])
     k, lent, ref, segment, rows = best
     if k == 0:
-        return Plan(encode(raw, plane_width))
-    head, rest = split(layout, raw, n_tokens, k)
+        return SharingPlan(encode(raw, plane_width))
+    head, rest = split_segment(layout, raw, n_tokens, k)
     rewrite = None
     if not lent:
-        rewrite = Rewrite(ref.message_id, encode(split(layout, rows, ref.n_tokens, k)[1], plane_width),
+        rewrite = Rewrite(ref.message_id, encode(split_segment(layout, rows, ref.n_tokens, k)[1], plane_width),
                           segment.checksum)
-    return Plan(encode(rest, plane_width), k, hashlib.sha256(head).hexdigest(),
+    return SharingPlan(encode(rest, plane_width), k, hashlib.sha256(head).hexdigest(),
                 encode(head, plane_width), rewrite)
 
 
-def size(plan: Plan) -> int:
+def size(plan: SharingPlan) -> int:
     """The bytes storing the plan adds at most (a shared run already stored adds none)."""
     return (len(plan.rest.blob) + (len(plan.shared.blob) if plan.shared is not None else 0)
             + (len(plan.rewrite.rest.blob) if plan.rewrite is not None else 0))
 
 
-def store(archive, fingerprint: str, message_id: int, n_tokens: int, plan: Plan) -> int:
+def store(archive, fingerprint: str, message_id: int, n_tokens: int, plan: SharingPlan) -> int:
     """Write the plan inside the caller's transaction; the bytes it added."""
     shared_id, added = None, 0
     if plan.n_shared:
@@ -97,4 +97,4 @@ def _rows_of(archive, fingerprint: str, layout: Layout, ref: SegmentRef):
     shared = archive.kv.get_shared(ref.shared_id)
     if shared is None:
         raise CorruptKV("deleted meanwhile")
-    return segment, join(layout, shared.decode(), ref.shared_tokens, own, ref.n_tokens)
+    return segment, join_pieces(layout, shared.decode(), ref.shared_tokens, own, ref.n_tokens)

@@ -161,8 +161,9 @@ class KVWriter:
             raw = (kvlayout.cut(early, early_layout, start, stop) if stop <= at
                    else kvlayout.cut(job.state, layout, start, stop))
             n = int(stop - start)
-            plan = row_sharing.plan(archive, job.fingerprint, layout, message_id, raw, n, job.plane_width)
-            size = row_sharing.size(plan)
+            sharing = row_sharing.plan_sharing(archive, job.fingerprint, layout, message_id, raw, n,
+                                                job.plane_width)
+            size = row_sharing.size(sharing)
             # Room for the rest of the path too, guessed from this message's ratio: one drop
             # usually makes room for a whole path.
             rest = sum(b - a for _, a, b in todo[i + 1:]) * size // max(1, n)
@@ -171,7 +172,7 @@ class KVWriter:
                     continue  # deleted meanwhile
                 if not self._room(archive, job, size, rest):
                     break   # the rest of the path waits on this message's rows
-                self.stored_bytes += row_sharing.store(archive, job.fingerprint, message_id, n, plan)
+                self.stored_bytes += row_sharing.store(archive, job.fingerprint, message_id, n, sharing)
             self.stored_segments += 1
         if job.checkpoints:   # only where the rows reach: a checkpoint restores only with them
             self._store_snapshots(archive, job, [(m, s) for m, s in job.checkpoints

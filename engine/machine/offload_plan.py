@@ -25,13 +25,13 @@ GPU_HEADROOM = 512 << 20      # per GPU: compute buffers and the driver's own ne
 
 
 @dataclass(frozen=True)
-class Plan:
+class OffloadPlan:
     config: ContextConfig
     offload: str              # "all 30 layers on CUDA0 (...)", "12 of 30 layers on ...", "CPU only"
 
 
-def plan(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
-         threads: "ThreadChoice | None" = None, n_seq: int = 1) -> Plan:
+def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
+         threads: "ThreadChoice | None" = None, n_seq: int = 1) -> OffloadPlan:
     """Settings for one model on this machine; n_ctx is the user's request (kept as asked),
     for each of `n_seq` sequences sharing the context (a server's, with a KV stream each)."""
     wanted = n_ctx or min(DEFAULT_MAX_CTX, facts.n_ctx_train or DEFAULT_MAX_CTX)
@@ -52,7 +52,7 @@ def plan(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
                            n_threads_batch=threads.batch, flash_attn=layers != 0,
                            type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16,
                            n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq)
-    return Plan(config, _describe(layers, facts.n_layer, gpus))
+    return OffloadPlan(config, _describe(layers, facts.n_layer, gpus))
 
 
 def _offload(facts: ModelFacts, budget: int, wanted: int, fixed: bool,

@@ -277,7 +277,7 @@ class Assembly:
         return count
 
 
-def assemble(layout: Layout, segments: list, n_tokens: int,
+def state_from(layout: Layout, segments: list, n_tokens: int,
              counts: "list[int] | None" = None) -> np.ndarray:
     """The sequence state of `n_tokens` tokens from per-message segments in path order
     (with a window, `counts` gives each segment's tokens)."""
@@ -295,14 +295,4 @@ def widen(state, layout: Layout) -> np.ndarray:
     """llama.cpp's state of an iSWA cache (the window's cells) as a restore state
     whose sliding-window cache holds every position, as the live one does."""
     n = layout.n_cells
-    return assemble(layout, [cut(state, layout, 0, n)], n, [n])
-
-
-def verify(state, split: int) -> Layout:
-    """Check that cutting `state` at `split` and re-joining gives the same bytes (plain models)."""
-    layout = parse(state)
-    first = cut(state, layout, 0, split)
-    rest = cut(state, layout, split, layout.n_cells)
-    if assemble(layout, [first, rest], layout.n_cells).tobytes() != bytes(state):
-        raise LayoutMismatch("re-assembled state differs from the original")
-    return layout
+    return state_from(layout, [cut(state, layout, 0, n)], n, [n])

@@ -26,7 +26,7 @@ from . import kvlayout
 CELL = struct.Struct("<Iii")   # cell_count, pos, n_seq_id
 
 
-def split(state) -> "tuple[kvlayout.Layout, memoryview, memoryview]":
+def split_hybrid(state) -> "tuple[kvlayout.Layout, memoryview, memoryview]":
     """(layout of the attention part, the attention part as a plain state, the recurrent part)."""
     view = memoryview(state).cast("B")
     layout = kvlayout.parse(view, trailing=True)
@@ -57,7 +57,7 @@ def checkpoint_position(recurrent) -> int:
     return pos
 
 
-def join(attention: np.ndarray, recurrent) -> np.ndarray:
+def join_hybrid(attention: np.ndarray, recurrent) -> np.ndarray:
     """The whole state: rebuilt attention part, then a checkpoint's bytes."""
     return np.concatenate([np.asarray(attention, np.uint8).reshape(-1),
                            np.frombuffer(recurrent, np.uint8)])

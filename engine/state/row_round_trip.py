@@ -13,19 +13,19 @@ from ..llama.model import Model
 from . import kvlayout
 from .kvlayout import plane_width
 from .segment_assembly import SegmentFault, assemble
-from .segment_split import split as split_segment
+from .segment_split import split_segment
 
 
-def round_trip(model: Model, state, split: int) -> kvlayout.Layout:
-    """The layout of `state`, if its rows cut at `split` come back whole; else LayoutMismatch."""
+def round_trip(model: Model, state, at: int) -> kvlayout.Layout:
+    """The layout of `state`, if its rows cut at token `at` come back whole; else LayoutMismatch."""
     layout = kvlayout.parse(state)
-    width, n_second = plane_width(model), layout.n_cells - split
-    second = kvlayout.cut(state, layout, split, layout.n_cells)
+    width, n_second = plane_width(model), layout.n_cells - at
+    second = kvlayout.cut(state, layout, at, layout.n_cells)
     n_shared = n_second // 2
     shared, rest = split_segment(layout, second, n_second, n_shared)
-    segments = [_stored(0, kvlayout.cut(state, layout, 0, split), split, width),
+    segments = [_stored(0, kvlayout.cut(state, layout, 0, at), at, width),
                 _stored(1, rest, n_second - n_shared, width), _stored(2, shared, n_shared, width)]
-    refs = [SegmentRef(0, split), SegmentRef(1, n_second, len(second), 2, n_shared)]
+    refs = [SegmentRef(0, at), SegmentRef(1, n_second, len(second), 2, n_shared)]
     try:
         rebuilt = assemble(layout, refs, lambda ref: segments[ref.message_id].planes,
                            lambda ref: segments[ref.shared_id].planes)

@@ -27,7 +27,7 @@ def blocks_of(layout: Layout, raw, n_tokens: int) -> list:
     return out
 
 
-def split(layout: Layout, raw, n_tokens: int, k: int) -> "tuple[bytes, bytes]":
+def split_segment(layout: Layout, raw, n_tokens: int, k: int) -> "tuple[bytes, bytes]":
     """The segment of tokens [0, k) and that of [k, n_tokens)."""
     head, rest = [], []
     for first, rows in blocks_of(layout, raw, n_tokens):
@@ -37,8 +37,8 @@ def split(layout: Layout, raw, n_tokens: int, k: int) -> "tuple[bytes, bytes]":
     return _joined(head), _joined(rest)
 
 
-def join(layout: Layout, head, k: int, rest, n_tokens: int) -> bytes:
-    """The segment of n_tokens tokens whose pieces split at k are `head` and `rest`."""
+def join_pieces(layout: Layout, head, k: int, rest, n_tokens: int) -> bytes:
+    """The segment of n_tokens tokens whose pieces split_segment gave at k are `head` and `rest`."""
     pieces = []
     for (_, a), (_, b) in zip(blocks_of(layout, head, k), blocks_of(layout, rest, n_tokens - k)):
         pieces.append(np.concatenate([a, b], axis=1).reshape(-1))

@@ -35,7 +35,7 @@ def test_rows_and_one_checkpoint_per_chain_restore_the_live_state(hybrid_engine,
     (head,) = [r for r in rows if r[1] == "snapshot"]
     head_id, head_state = live[-1]
     assert head[0] == head_id
-    _, _, recurrent = recurrent_layout.split(head_state)
+    _, _, recurrent = recurrent_layout.split_hybrid(head_state)
     assert head[3] == len(recurrent)  # a fixed size: not a whole state
     # The state rebuilt from the archive is the one llama.cpp held, byte for byte.
     assert restored_from_archive(engine, archive, head_id) == head_state

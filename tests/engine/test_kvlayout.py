@@ -36,7 +36,7 @@ def test_rows_round_trip_byte_exact_and_same_next_token(model):
     assert layout.n_cells == len(tokens) and layout.v_trans == (not model.config.flash_attn)
     cuts = [0, 5, 40, len(tokens)]
     segments = [kvlayout.cut(state, layout, a, b) for a, b in zip(cuts, cuts[1:])]
-    rebuilt = kvlayout.assemble(layout, segments, len(tokens))
+    rebuilt = kvlayout.state_from(layout, segments, len(tokens))
     assert rebuilt.tobytes() == bytes(state)
 
     # Restore everything but the last token, recompute it: same greedy choice.
@@ -85,7 +85,7 @@ def test_mismatched_segments_are_refused(open_engine):
     layout = kvlayout.parse(state)
     whole = kvlayout.cut(state, layout, 0, len(tokens))
     with pytest.raises(kvlayout.LayoutMismatch):
-        kvlayout.assemble(layout, [whole[:-1]], len(tokens))
+        kvlayout.state_from(layout, [whole[:-1]], len(tokens))
     with pytest.raises(kvlayout.LayoutMismatch):
         kvlayout.parse(bytes(state)[:-3])
     decoder.close()
@@ -97,21 +97,21 @@ def test_the_start_up_round_trip_takes_the_restore_path(model):
     decoder = Decoder(model)
     decoder.prefill(tokens, 0)
     state = model.get_state()
-    layout = round_trip(model, state, split=4)  # encoded, decoded and placed as planes
+    layout = round_trip(model, state, at=4)  # encoded, decoded and placed as planes
     assert layout.n_cells == len(tokens)
     # A state whose cells are not what the layout says is refused.
     damaged = bytearray(state)
     damaged[16:20] = (7).to_bytes(4, "little")  # the first cell's position
     with pytest.raises(kvlayout.LayoutMismatch):
-        round_trip(model, bytes(damaged), split=4)
+        round_trip(model, bytes(damaged), at=4)
     decoder.close()
 
 
 def _split_and_rejoined(layout, segment, n, k):
     """Split `segment` (n tokens) at k: the pieces join back to it, and leading_equal
     finds the first token whose rows differ in a copy changed there."""
-    head, rest = segment_split.split(layout, segment, n, k)
-    assert segment_split.join(layout, head, k, rest, n) == segment
+    head, rest = segment_split.split_segment(layout, segment, n, k)
+    assert segment_split.join_pieces(layout, head, k, rest, n) == segment
     assert segment_split.leading_equal(layout, segment, n, segment, n) == n
     return head, rest
 
@@ -127,7 +127,7 @@ def test_a_segment_split_at_a_token_is_placed_as_two_segments(model):
     middle = kvlayout.cut(state, layout, 5, 40)
     head, rest = _split_and_rejoined(layout, middle, 35, 7)
     pieces = [kvlayout.cut(state, layout, 0, 5), head, rest, kvlayout.cut(state, layout, 40, n)]
-    assert kvlayout.assemble(layout, pieces, n, [5, 7, 28, n - 40]).tobytes() == bytes(state)
+    assert kvlayout.state_from(layout, pieces, n, [5, 7, 28, n - 40]).tobytes() == bytes(state)
     changed = np.frombuffer(middle, np.uint8).copy()
     blocks = segment_split.blocks_of(layout, changed, 35)
     blocks[-1][1][0, 9, 0] ^= 1   # the last block's first run, token 9
@@ -152,5 +152,5 @@ def test_a_sliding_window_segment_splits_before_and_inside_its_window(gemma_path
     for k in (n - layout.window - 30, n - layout.window + 30):  # the head without, and with, some of them
         head, rest = _split_and_rejoined(layout, segment, n, k)
         assert layout.tail(k, len(head)) == max(0, k - (n - layout.window))
-        whole = kvlayout.assemble(layout, [segment], n, [n])
-        assert kvlayout.assemble(layout, [head, rest], n, [k, n - k]).tobytes() == whole.tobytes()
+        whole = kvlayout.state_from(layout, [segment], n, [n])
+        assert kvlayout.state_from(layout, [head, rest], n, [k, n - k]).tobytes() == whole.tobytes()

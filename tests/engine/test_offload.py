@@ -5,7 +5,7 @@ import pytest
 from engine.errors import EngineError
 from engine.llama.gguf_header import ModelFacts, read_facts
 from engine.machine.hardware import Device, HardwareReport
-from engine.machine.offload_plan import GPU_HEADROOM, MIN_FULL_CTX, plan
+from engine.machine.offload_plan import GPU_HEADROOM, MIN_FULL_CTX, plan_offload
 
 MiB, GiB = 1 << 20, 1 << 30
 FACTS = ModelFacts(arch="llama", n_layer=32, n_ctx_train=32768, kv_bytes_per_token=128 * 1024,
@@ -29,14 +29,14 @@ def gpu_bytes(config, facts=FACTS):
 
 
 def test_one_gpu_with_room_takes_every_layer_and_the_default_context():
-    p = plan(report(24 * GiB), FACTS)
+    p = plan_offload(report(24 * GiB), FACTS)
     assert p.config.n_gpu_layers == -1 and p.config.n_ctx == 8192 and p.config.flash_attn
     assert p.offload == "all 32 layers on CUDA0 (GPU 0)"
 
 
 def test_weights_that_fit_with_a_shorter_context_stay_whole_on_the_gpu():
     free = GPU_HEADROOM + 32 * 200 * MiB + 400 * MiB + 3000 * 128 * 1024
-    p = plan(report(free), FACTS)
+    p = plan_offload(report(free), FACTS)
     assert p.config.n_gpu_layers == -1
     assert MIN_FULL_CTX <= p.config.n_ctx < 8192 and p.config.n_ctx % 256 == 0
     assert gpu_bytes(p.config) <= free - GPU_HEADROOM
@@ -44,7 +44,7 @@ def test_weights_that_fit_with_a_shorter_context_stay_whole_on_the_gpu():
 
 def test_a_gpu_too_small_takes_as_many_layers_as_fit():
     free = GPU_HEADROOM + 3 * GiB
-    p = plan(report(free), FACTS)
+    p = plan_offload(report(free), FACTS)
     layers = p.config.n_gpu_layers
     assert 0 < layers < 32 and p.config.n_ctx == 8192 and p.config.flash_attn
     assert gpu_bytes(p.config) <= free - GPU_HEADROOM
@@ -55,34 +55,34 @@ def test_a_gpu_too_small_takes_as_many_layers_as_fit():
 
 def test_a_requested_context_is_kept_and_costs_layers():
     free = GPU_HEADROOM + 8 * GiB
-    assert plan(report(free), FACTS).config.n_gpu_layers == -1
-    p = plan(report(free), FACTS, n_ctx=32768)
+    assert plan_offload(report(free), FACTS).config.n_gpu_layers == -1
+    p = plan_offload(report(free), FACTS, n_ctx=32768)
     assert p.config.n_ctx == 32768 and 0 < p.config.n_gpu_layers < 32
 
 
 def test_two_gpus_together_hold_what_neither_holds_alone():
     each = GPU_HEADROOM + 4 * GiB
-    assert plan(report(each), FACTS).config.n_gpu_layers != -1
-    p = plan(report(each, each), FACTS)
+    assert plan_offload(report(each), FACTS).config.n_gpu_layers != -1
+    p = plan_offload(report(each, each), FACTS)
     assert p.config.n_gpu_layers == -1
     assert p.offload == "all 32 layers on CUDA0 (GPU 0) and CUDA1 (GPU 1)"
 
 
 def test_no_gpu_runs_on_the_cpu_with_a_context_host_memory_allows():
-    p = plan(report(), FACTS)
+    p = plan_offload(report(), FACTS)
     assert p.config.n_gpu_layers == 0 and not p.config.flash_attn and p.offload == "CPU only"
     assert p.config.n_ctx == 8192
-    small = plan(report(host_free=2 * GiB), FACTS)   # a quarter of 2 GiB: 4,096 tokens of KV
+    small = plan_offload(report(host_free=2 * GiB), FACTS)   # a quarter of 2 GiB: 4,096 tokens of KV
     assert small.config.n_ctx == 4096
 
 
 def test_a_build_without_gpu_offload_ignores_the_devices():
-    assert plan(report(24 * GiB, offload=False), FACTS).offload == "CPU only"
+    assert plan_offload(report(24 * GiB, offload=False), FACTS).offload == "CPU only"
 
 
 def test_the_context_never_exceeds_what_the_model_was_trained_for():
     short = ModelFacts(**{**FACTS.__dict__, "n_ctx_train": 2048})
-    assert plan(report(24 * GiB), short).config.n_ctx == 2048
+    assert plan_offload(report(24 * GiB), short).config.n_ctx == 2048
 
 
 def test_the_header_agrees_with_llama_cpp(open_engine, model_path):

@@ -8,7 +8,7 @@ import pytest
 from chatdb.archive import Archive
 from engine.chat import Engine
 from engine.batching.scheduler import SlotScheduler
-from engine.batching.turns import Turn
+from engine.batching.turn_request import TurnRequest
 
 from .conftest import GREEDY
 
@@ -21,8 +21,9 @@ class Waiter:
 
     def __init__(self, question: str):
         self.done, self.pieces, self.outcome, self.error = threading.Event(), [], None, None
-        self.turn = Turn(messages=[("user", question)], sampling=GREEDY,
-                         on_text=self.pieces.append, on_done=self._done, on_error=self._failed)
+        self.turn = TurnRequest(messages=[("user", question)], sampling=GREEDY,
+                                on_text=self.pieces.append, on_done=self._done,
+                                on_error=self._failed)
 
     def _done(self, outcome):
         self.outcome = outcome

@@ -42,7 +42,7 @@ def names() -> list[str]:
 
 def run(session, line: str) -> None:
     """Run `/name args`; unknown names and bad arguments are errors with a hint."""
-    word, arg = split(line)
+    word, arg = command_and_argument(line)
     command = by_name().get(word.casefold())
     if command is None:
         raise UsageError(unknown(word))
@@ -52,7 +52,7 @@ def run(session, line: str) -> None:
         raise UsageError(f"{exc} (usage: {command.usage})") from None
 
 
-def split(line: str) -> tuple[str, str]:
+def command_and_argument(line: str) -> tuple[str, str]:
     parts = line[1:].split(maxsplit=1)
     return (parts[0] if parts else ""), (parts[1].strip() if len(parts) > 1 else "")
 

@@ -1,6 +1,6 @@
 """A turn asked for by a client: its whole message list, placed in the tree, then answered.
 
-The front-end (the HTTP server) builds a Turn; the engine's thread
+The front-end (the HTTP server) builds a TurnRequest; the engine's thread
 (scheduler.py) places its messages (chatdb.message_match: only what the archive lacks is added)
 and answers the last one, streaming through `on_text` and ending with
 `on_done(result)` or `on_error(exception)`. Both callbacks run on the
@@ -16,7 +16,7 @@ from ..llama.sampling import SamplingSettings
 
 
 @dataclass
-class Turn:
+class TurnRequest:
     messages: list[tuple[str, str]]       # (role, content), system/user/assistant
     sampling: SamplingSettings
     stop: list[str] = field(default_factory=list)
