@@ -189,18 +189,16 @@ def _fork_head(db, conv_id) -> int:
 def raw_state_bytes(n_tokens: int) -> int:
     """The size of the sequence state llama.cpp writes for a chat of n_tokens (this model),
     from the layout of a tiny state: an iSWA cache writes only its window's cells."""
-    import llama_cpp
-
     from engine.state import kvlayout
     from engine.llama.decoder import Decoder
-    from engine.llama.model import ContextConfig, Model
+    from engine.llama.model import ContextConfig, MemoryKind, Model
     from engine.llama.model_path import resolve_model_path
     model = Model(str(resolve_model_path(MODEL)), ContextConfig(n_ctx=512, n_batch=512, n_threads=1,
                                                                 flash_attn=False))
     decoder = Decoder(model)
     try:
         decoder.prefill(model.tokenize(FILLER)[:8], 0)
-        window = llama_cpp.llama_model_n_swa(model.model) if model.memory_kind() == "iswa" else None
+        window = model.n_swa if model.memory_kind() == MemoryKind.ISWA else None
         layout = kvlayout.parse(model.get_state(), window)
     finally:
         decoder.close()

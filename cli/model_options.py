@@ -8,6 +8,8 @@ what neither gave. Sampling values are checked as `/set` checks them.
 
 import argparse
 
+from engine.decode.modes import ASKED, DraftMode
+
 from .meaning import add_embed_option
 from .options import context_size, positive_int
 
@@ -24,7 +26,7 @@ SETTINGS = {
 
 DEFAULTS = {"model": None, "system": None, "max_tokens": None, "temperature": None,
             "top_k": None, "top_p": None, "min_p": None, "repeat_penalty": None, "seed": None,
-            "ctx": None, "draft": "auto", "draft_model": None, "threads": None,
+            "ctx": None, "draft": DraftMode.AUTO, "draft_model": None, "threads": None,
             "no_kv": False, "embed_model": None}
 
 
@@ -70,7 +72,7 @@ def add_model_options(parser) -> None:
                         help="sampling seed (repeatable answers)")
     parser.add_argument("--ctx", type=context_size, metavar="N", default=quiet,
                         help="context size in tokens")
-    parser.add_argument("--draft", choices=("auto", "lookup", "model", "off"), default=quiet,
+    parser.add_argument("--draft", choices=ASKED, default=quiet,
                         help="speculative decoding: guesses from the conversation's own text "
                              "(lookup), from --draft-model, or both (auto, the default)")
     parser.add_argument("--draft-model", metavar="PATH", default=quiet,

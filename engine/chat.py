@@ -19,11 +19,13 @@ from .decode.draft_model import DraftModel
 from .decode.draft_policy import DraftPolicy
 from .decode.drafting import make_drafter, resolve_mode
 from .decode.generate import Generation, generate
+from .decode.modes import DraftMode, Finish
 from .describe import describe
 from .errors import Cancelled, EngineError
 from .kv.cache import KVCache, archive_source
 from .kv.fingerprint import file_fingerprint, kv_config_fingerprint
-from .kv.layout_check import ROW_MODES, check_layout
+from .kv.layout_check import check_layout
+from .kv.modes import ROW_MODES, KVMode
 from .kv.prefetch import EarlyRead, Prefetch
 from .kv.writer import KVWriter, reopening
 from .llama.gguf_header import read_facts
@@ -44,8 +46,8 @@ from .turn_result import TurnParts, TurnResult, speculative_figures
 class Engine:
     def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
-                 warn=None, draft: str = "auto", draft_model=None, kv_mode: str = "auto",
-                 tuning: "Tuning | None" = None, early: "EarlyRead | None" = None):
+                 warn=None, draft: "str | DraftMode" = DraftMode.AUTO, draft_model=None,
+                 kv_mode: "str | KVMode" = KVMode.AUTO, tuning: "Tuning | None" = None, early: "EarlyRead | None" = None):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()   # for turns that pass none; set_sampling
@@ -54,9 +56,9 @@ class Engine:
         model_fp = file_fingerprint(model.path, archive.fingerprints)
         self.chat_format = ChatFormat.of(model)
         self.tokenizer = tokenizer_id(self.chat_format.template, model_fp)
-        # "snapshot" stores whole states even where rows could be cut (the
+        # SNAPSHOT stores whole states even where rows could be cut (the
         # fallback for sliding-window, recurrent and hybrid models).
-        self.layout, self.kv_mode = ((None, "snapshot") if kv_mode == "snapshot"
+        self.layout, self.kv_mode = ((None, KVMode.SNAPSHOT) if KVMode(kv_mode) == KVMode.SNAPSHOT
                                      else check_layout(model, self.warn))
         self.fingerprint = kv_config_fingerprint(model_fp, model.config, self.kv_mode)
         if self.chat_format.warning:
@@ -71,16 +73,17 @@ class Engine:
             if use_kv and archive.db_path else None
         self.draft_mode = resolve_mode(draft, draft_model is not None, model.cuts_back)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
-                      if draft_model is not None and self.draft_mode != "off" else None)
+                      if self.draft_mode.uses_model else None)
         self.tuning = tuning or Tuning(ThreadTuner(), report)
         self.tuning.attach(model, self.cache.decoder, archive, self.fingerprint,
-                           measure=self.draft_mode != "off")
+                           measure=self.draft_mode != DraftMode.OFF)
         self.prefetch = Prefetch()
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
              use_kv: bool = True, sampling: "SamplingSettings | None" = None, warn=None,
-             draft: str = "auto", draft_model=None, kv_mode: str = "auto",
+             draft: "str | DraftMode" = DraftMode.AUTO, draft_model=None,
+             kv_mode: "str | KVMode" = KVMode.AUTO,
              resume: "int | None" = None, threads: "int | None" = None,
              n_seq: int = 1) -> "Engine":
         """Load a model for the archive; `resume`, a message the first turn continues,
@@ -93,7 +96,7 @@ class Engine:
         report = hardware.detect()
         chosen = plan_offload(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq)
         early = None
-        if resume is not None and use_kv and archive.db_path and kv_mode != "snapshot":
+        if resume is not None and use_kv and archive.db_path and kv_mode != KVMode.SNAPSHOT:
             # The fingerprints the engine may have, by the mode its layout check picks.
             model_fp = file_fingerprint(path, archive.fingerprints)
             early = EarlyRead(archive.db_path, resume, [
@@ -172,9 +175,10 @@ class Engine:
         """A turn answering an existing message: its parts, and the path (PromptTooLong
         unless its question fits)."""
         started = self._begin_turn()
-        turn = TurnParts(conv_id, None, started, head=self.archive.conversation(conv_id).head_id)
         path = self.archive.path(message_id)
-        if path[-1].role == "user":
+        asked = message_id if path[-1].role == "user" else None
+        turn = TurnParts(conv_id, asked, started, head=self.archive.conversation(conv_id).head_id)
+        if asked is not None:
             check_question(self.prompts, path, settings)
         return turn, path
 
@@ -220,7 +224,7 @@ class Engine:
     def finish_turn(self, turn: TurnParts, prepared: Prepared, gen: Generation, acquired,
                     cache: KVCache, speculative: dict) -> TurnResult:
         """Commit the answer `cache`'s sequence generated, and store that sequence's KV."""
-        if gen.finish == "cancelled" and not gen.tokens:
+        if gen.finish == Finish.CANCELLED and not gen.tokens:
             raise Cancelled()  # nothing was said: no empty answer joins later prompts
         message_id, answer = self._save_answer(turn, prepared.path, prepared.opening, gen,
                                                len(prepared.window.tokens.flat()), cache)

@@ -1,7 +1,5 @@
 """The engine's own account of itself, for `chatdb doctor` and the console's /model."""
 
-from .kv.layout_check import STORED_AS
-
 
 def describe(engine) -> dict:
     """Model, settings chosen, speculative decoding, KV storage and hardware, as plain data."""
@@ -15,7 +13,7 @@ def describe(engine) -> dict:
         "speculative": {"mode": engine.draft_mode,
                         "draft_model": engine.draft.model.path if engine.draft else None},
         "kv": {"mode": engine.kv_mode, "memory": model.memory_kind(),
-               "stored_as": STORED_AS[engine.kv_mode], "fingerprint": engine.fingerprint,
+               "stored_as": engine.kv_mode.stored_as, "fingerprint": engine.fingerprint,
                "enabled": engine.use_kv,
                "bytes_per_token": layout.row_bytes_per_token if layout else None,
                "window": layout.window if layout else None,

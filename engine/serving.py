@@ -8,6 +8,7 @@ from chatdb.archive import Archive
 from .batching.scheduler import SlotScheduler
 from .batching.warming import Warmer
 from .chat import Engine
+from .decode.modes import DraftMode
 from .llama.model_path import resolve_model_path
 from .machine import hardware
 
@@ -35,8 +36,8 @@ def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, paral
     def open_engine():
         archive = Archive.open(db_path)
         try:
-            return Engine.open(archive, path, n_ctx=n_ctx, use_kv=use_kv, warn=warn, draft="off",
-                               n_seq=parallel)
+            return Engine.open(archive, path, n_ctx=n_ctx, use_kv=use_kv, warn=warn,
+                               draft=DraftMode.OFF, n_seq=parallel)
         except BaseException:
             archive.close()
             raise
@@ -51,7 +52,8 @@ def open_warming(archive: Archive, model_path=None, *, n_ctx=None, parallel=None
     """A Warmer (warming.py) of `parallel` sequences on a model loaded for `archive`; its
     KV is stored when the block ends."""
     parallel = parallel or default_parallel()
-    engine = Engine.open(archive, model_path, n_ctx=n_ctx, warn=warn, draft="off", n_seq=parallel)
+    engine = Engine.open(archive, model_path, n_ctx=n_ctx, warn=warn, draft=DraftMode.OFF,
+                         n_seq=parallel)
     n = engine.model.config.n_seq_max       # the model may allow fewer
     caches = [engine.cache] + [engine.cache.sibling(i) for i in range(1, n)]
     try:

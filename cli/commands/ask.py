@@ -50,15 +50,16 @@ def run(args) -> int:
         output.error("the message is empty")
         return 2
     with open_archive(args, create=True) as archive, quit_on_signals(), indexing(archive, args):
-        turn = Question.start(archive, args, text)
+        question = Question.write(archive, args, text)
         try:
-            result, quit_status = _answer(archive, args, turn)
-        except Cancelled as stop:  # before the answer began: the question stays, unanswered
-            output.warning(f"{stop}; the question is kept (message {turn.question.id})")
-            return getattr(stop, "quit_status", None) or 130
+            result, quit_status = _answer(archive, args, question)
         except Exception:  # a failed start (no model, too long): leave nothing behind
-            turn.undo()
+            question.undo()
             raise
+    if result is None:  # stopped before the answer began: the question stays, unanswered
+        output.warning(f"stopped before the answer began; the question is kept "
+                       f"(message {question.message.id})")
+        return quit_status or 130
     if args.json:
         output.print_json(as_json(result))
     else:
@@ -66,25 +67,25 @@ def run(args) -> int:
     return quit_status or (130 if result.status == "interrupted" else 0)
 
 
-def _answer(archive, args, turn: "Question"):
+def _answer(archive, args, question: "Question"):
+    """(the turn's result, or None if it was stopped before the answer began; the exit
+    status a SIGTERM or SIGHUP asks for, or None)."""
     from engine.chat import Engine  # loads llama.cpp: only for commands that need it
 
     engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
                          sampling=sampling_from(args), warn=output.warning,
                          draft=args.draft, draft_model=args.draft_model,
-                         resume=turn.question.id, threads=args.threads)
+                         resume=question.message.id, threads=args.threads)
     try:
         stream = None if args.json else _stream
         with stop_on_sigint() as stopped:
             try:
-                result = engine.answer(turn.conv_id, turn.question.id, on_text=stream,
+                result = engine.answer(question.conv_id, question.message.id, on_text=stream,
                                        cancelled=stopped)
-            except Cancelled as stop:
-                stop.quit_status = stopped.quit_status
-                raise
+            except Cancelled:
+                result = None
     finally:
         engine.close()  # the answer's KV is stored, even on SIGTERM
-    result.user_message_id = turn.question.id
     return result, stopped.quit_status
 
 
@@ -96,30 +97,30 @@ def _stream(text: str) -> None:
 class Question:
     """The question, written before the model loads (a kill meanwhile keeps it)."""
 
-    def __init__(self, archive, conv_id: int, question, new_conversation: bool):
-        self.archive, self.conv_id, self.question = archive, conv_id, question
+    def __init__(self, archive, conv_id: int, message, new_conversation: bool):
+        self.archive, self.conv_id, self.message = archive, conv_id, message
         self.new_conversation = new_conversation
 
     @classmethod
-    def start(cls, archive, args, text: str) -> "Question":
+    def write(cls, archive, args, text: str) -> "Question":
         conv_id, new = _conversation(archive, args, text)
         try:
-            question = archive.add_question(conv_id, text)
+            message = archive.add_question(conv_id, text)
         except BaseException:
             if new:
                 archive.delete_conversation(conv_id)
             raise
-        return cls(archive, conv_id, question, new)
+        return cls(archive, conv_id, message, new)
 
     def undo(self) -> None:
         """Take the question back, and the conversation if this command made it
         (not once it has an answer)."""
-        if self.archive.children(self.question.id):
+        if self.archive.children(self.message.id):
             return
         if self.new_conversation:
             self.archive.delete_conversation(self.conv_id)
         else:
-            self.archive.retract(self.question.id)
+            self.archive.retract(self.message.id)
 
 
 def _conversation(archive, args, text: str) -> "tuple[int, bool]":

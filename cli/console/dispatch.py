@@ -35,5 +35,5 @@ def handle(session, text: str) -> None:
 
 
 def fail(session, message: str) -> None:
-    session.errors += 1
+    session.failed()
     session.render.error(message)

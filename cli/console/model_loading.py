@@ -4,6 +4,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.decode.modes import DraftMode
+
 from .screen.render import Renderer, Waiting
 
 
@@ -12,7 +14,7 @@ class EngineOptions:
     model: "str | None"        # --model; None: $CHATDB_MODEL, else the default model
     n_ctx: "int | None"
     use_kv: bool
-    draft: str = "auto"        # speculative decoding: auto, lookup, model, off
+    draft: DraftMode = DraftMode.AUTO   # speculative decoding: auto, lookup, model, off
     draft_model: "str | None" = None
     threads: "int | None" = None   # --threads; None: $CHATDB_THREADS, else chosen turn by turn
 

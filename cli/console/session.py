@@ -28,7 +28,8 @@ class Pending:
 
 class Session:
     def __init__(self, archive, engine, render: Renderer, options: EngineOptions,
-                 system: "str | None" = None, conv_id: "int | None" = None):
+                 system: "str | None" = None, conv_id: "int | None" = None,
+                 model_load_s: float = 0.0):
         self.archive, self.engine, self.render = archive, engine, render
         self.options, self.default_system = options, system
         self.conv_id = conv_id
@@ -39,10 +40,42 @@ class Session:
         self.indexer = None              # embeds what the session writes (BackgroundIndexer)
         self.said_no_index = False       # /search without an index says so once
         self.stats = SessionStats()
+        self.stats.model_loaded(model_load_s)
         self.frontend = Frontend()
         self.errors = 0
         self.quitting = False
         self._prepare()
+
+    def failed(self) -> None:
+        """Count a line that failed (stdin mode then ends with status 1)."""
+        self.errors += 1
+
+    def quit(self) -> None:
+        """Leave after the current line (/quit)."""
+        self.quitting = True
+
+    def remember_listed(self, conv_ids: list[int]) -> None:
+        """The conversations as the last /list numbered them."""
+        self.listed = list(conv_ids)
+
+    def forget(self, conv_id: int) -> None:
+        """A conversation deleted: the last /list's numbers no longer lead to it."""
+        self.listed = [i for i in self.listed if i != conv_id]
+
+    def use_meaning(self, meaning, warn) -> None:
+        """Search by meaning with `meaning` (cli/meaning.MeaningSearch), embedding what the
+        session writes in the background (problems go to `warn`)."""
+        self.meaning = meaning
+        self.indexer = meaning.background(warn)
+
+    def first_note_of_no_index(self) -> bool:
+        """True the first time only: /search without an index says so once."""
+        first, self.said_no_index = not self.said_no_index, True
+        return first
+
+    def remember_hits(self, hits: list) -> None:
+        """The last /search's hits, numbered for /open."""
+        self.hits = list(hits)
 
     def use_frontend(self, frontend: Frontend) -> None:
         """Ask the user through `frontend` (the terminal's or stdin's) from now on."""
@@ -85,6 +118,11 @@ class Session:
     def start_new(self, title: str = "", system: "str | None" = None) -> None:
         self.conv_id = None
         self.pending = Pending(title, system)
+
+    def set_pending(self, title: "str | None" = None, system: "str | None" = None) -> None:
+        """The title or system prompt of the new conversation, saved with its first message."""
+        self.pending = Pending(title if title is not None else self.pending.title,
+                               system if system is not None else self.pending.system)
 
     def switch(self, conv_id: int) -> None:
         self.archive.touch(conv_id)  # most recently used: what `chatdb -c` reopens
@@ -157,7 +195,7 @@ class Session:
         if error is not None:
             raise error
         self.options = options
-        self.stats.model_load_s = seconds
+        self.stats.model_loaded(seconds)
         self._prepare()
 
     def close(self) -> None:

@@ -48,11 +48,9 @@ def open_session(args, interactive: bool) -> Session:
     except BaseException:
         archive.close()
         raise
-    session = Session(archive, engine, render, options, system=args.system)
-    session.stats.model_load_s = seconds
+    session = Session(archive, engine, render, options, system=args.system, model_load_s=seconds)
     try:
-        session.meaning = MeaningSearch(archive, args.embed_model)
-        session.indexer = session.meaning.background(render.warning)
+        session.use_meaning(MeaningSearch(archive, args.embed_model), render.warning)
     except BaseException:
         session.close()
         raise

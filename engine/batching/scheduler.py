@@ -28,6 +28,7 @@ import numpy as np
 
 from chatdb.message_match import place, unplace
 
+from ..decode.modes import Finish
 from ..errors import Cancelled
 from ..kv.sources import common_prefix
 from ..llama.batch import MultiBatch
@@ -280,7 +281,7 @@ class SlotScheduler:
         gen = slot.generation()
         try:
             if slot.parts is None:   # a completion: nothing is stored
-                if gen.finish == "cancelled" and not gen.tokens:
+                if gen.finish == Finish.CANCELLED and not gen.tokens:
                     raise TurnCancelled()
                 result = raw_result(gen, slot.acquired, len(slot.prepared.prompt),
                                     slot.compute_started)

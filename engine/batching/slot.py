@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..decode.generate import Generation, Stream
+from ..decode.modes import Finish
 from ..kv.cache import Acquired, KVCache
 from ..llama.sampling import Sampler
 from ..llama.sequence import Sequence
@@ -122,8 +123,7 @@ class Slot:
         if self.stream.emit(token, self.sampler.last):
             return True
         if len(self.seq.tokens) + 1 >= n_ctx:
-            self.stream.out.finish = "context"
-            return True
+            return self.stream.end(Finish.CONTEXT)
         self.next_token = token
         return False
 

@@ -2,27 +2,28 @@
 
 from ..errors import EngineError
 from .lookup import LookupDrafter
+from .modes import ASKED, DraftMode
 
-MODES = ("off", "lookup", "model", "auto")
 
-
-def resolve_mode(mode: str, has_draft_model: bool, cuts_back: bool = True) -> str:
+def resolve_mode(mode: "str | DraftMode", has_draft_model: bool,
+                 cuts_back: bool = True) -> DraftMode:
     """The mode in force: auto is lookup, then the draft model when lookup has no guess.
 
     `cuts_back`: whether the model's memory can drop rejected guesses; a recurrent
     state cannot (it would go on from tokens the answer does not have): auto is off.
     """
-    if mode not in MODES:
-        raise EngineError(f"unknown draft mode {mode!r} (expected one of {', '.join(MODES)})")
-    if mode == "model" and not has_draft_model:
+    if mode not in ASKED:
+        raise EngineError(f"unknown draft mode {mode!r} (expected one of {', '.join(ASKED)})")
+    mode = DraftMode(mode)
+    if mode == DraftMode.MODEL and not has_draft_model:
         raise EngineError("--draft model needs a draft model: pass --draft-model PATH")
-    if not cuts_back and mode != "off":
-        if mode != "auto":
+    if not cuts_back and mode != DraftMode.OFF:
+        if mode != DraftMode.AUTO:
             raise EngineError(f"--draft {mode} needs a model whose memory can drop rejected "
                               f"guesses; this one has recurrent layers")
-        return "off"
-    if mode == "auto":
-        return "lookup+model" if has_draft_model else "lookup"
+        return DraftMode.OFF
+    if mode == DraftMode.AUTO:
+        return DraftMode.LOOKUP_THEN_MODEL if has_draft_model else DraftMode.LOOKUP
     return mode
 
 
@@ -40,13 +41,13 @@ class FirstGuess:
         return []
 
 
-def make_drafter(mode: str, prompt: list[int], draft_model=None):
+def make_drafter(mode: DraftMode, prompt: list[int], draft_model=None):
     """A drafter for one answer, or None for plain decoding."""
-    if mode == "off":
-        return None
     drafters = []
-    if "lookup" in mode:
+    if mode.looks_up:
         drafters.append(LookupDrafter(prompt))
-    if "model" in mode:
+    if mode.uses_model:
         drafters.append(draft_model)
+    if not drafters:
+        return None
     return drafters[0] if len(drafters) == 1 else FirstGuess(*drafters)

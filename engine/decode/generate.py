@@ -21,6 +21,7 @@ from ..kv.cache import KVCache
 from ..llama.model import Model
 from ..llama.sampling import Sampler, TokenLogprob
 from .draft_policy import DraftPolicy
+from .modes import Finish
 from .stop_strings import StopText
 
 
@@ -28,7 +29,7 @@ from .stop_strings import StopText
 class Generation:
     tokens: list[int] = field(default_factory=list)   # as sampled, an end token included
     text: str = ""
-    finish: str = "stop"        # stop | length | cancelled | context
+    finish: Finish = Finish.STOP
     first_token_at: "float | None" = None
     last_token_at: "float | None" = None
     drafted: int = 0
@@ -43,7 +44,7 @@ class Generation:
     @property
     def status(self) -> str:
         """The answer's status in the archive: a cancelled one is kept, marked interrupted."""
-        return "interrupted" if self.finish == "cancelled" else "complete"
+        return "interrupted" if self.finish == Finish.CANCELLED else "complete"
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -81,18 +82,20 @@ class Stream:
         if logprob is not None:
             self._logprob(logprob)
         if self.model.is_eog(token):
-            out.finish = "stop"
-            return True
+            return self.end(Finish.STOP)
         if self._piece(self.utf8.decode(self.model.piece(token))):
-            out.finish, out.stopped_by_text = "stop", True
-            return True
+            out.stopped_by_text = True
+            return self.end(Finish.STOP)
         if len(out.tokens) >= self.max_tokens:
-            out.finish = "length"
-            return True
+            return self.end(Finish.LENGTH)
         if self.cancelled is not None and self.cancelled():
-            out.finish = "cancelled"
-            return True
+            return self.end(Finish.CANCELLED)
         return False
+
+    def end(self, finish: Finish) -> bool:
+        """The answer ends here, for `finish`; True (for emit's callers)."""
+        self.out.finish = finish
+        return True
 
     def _logprob(self, choice: TokenLogprob) -> None:
         piece = self.model.piece
@@ -137,7 +140,7 @@ def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
     turn markers among them: Stream)."""
     stream = Stream(model, max_tokens, on_text, cancelled, stop)
     if max_tokens <= 0 or (cancelled is not None and cancelled()):
-        stream.out.finish = "cancelled" if max_tokens > 0 else "length"
+        stream.end(Finish.CANCELLED if max_tokens > 0 else Finish.LENGTH)
         return stream.close()
     context = cache.live.tolist()
     start = len(context)
@@ -159,7 +162,7 @@ def _run(model, cache, sampler, stream, context, decoded, drafter, policy, clock
     token = sampler.sample(model.ctx)
     while not stream.emit(token, sampler.last):
         if position + 1 >= model.n_ctx:
-            out.finish = "context"
+            stream.end(Finish.CONTEXT)
             return
         context.append(token)
         room = min(stream.max_tokens - len(out.tokens), model.n_ctx - position - 2)

@@ -17,6 +17,7 @@ from ..prompt.path_tokens import PathTokens
 from ..state import kvlayout, recurrent_layout
 from ..state.kvlayout import plane_width
 from .archive_rows import ArchiveRows
+from .modes import KVSource
 from .sources import LoadFailed, Offer, Request, Vanished
 from .writer import StoreJob
 
@@ -35,7 +36,7 @@ class ArchiveCheckpoints(ArchiveRows):
         for ref in reversed(kv.rows_index(point.message_id, self.fingerprint)):
             n = request.tokens_through(ref.message_id)
             if ref.message_id in checkpoints and n <= request.limit:
-                return Offer("archive", n, lambda seq, m=ref.message_id, n=n:
+                return Offer(KVSource.ARCHIVE, n, lambda seq, m=ref.message_id, n=n:
                              self.load(seq, request, m, n))
         return None
 

@@ -19,16 +19,13 @@ from ..prompt.path_tokens import PathTokens
 from ..state import kvlayout
 from ..state.kvlayout import plane_width
 from ..state.segment_assembly import SegmentFault, assemble
+from .modes import KVSource
 from .sources import ArchiveSource, LoadFailed, Offer, Request, Vanished
 from .writer import StoreJob
 
 
 class ArchiveRows(ArchiveSource):
     kind = "rows"
-
-    def __init__(self, fingerprint: str, layout: kvlayout.Layout):
-        super().__init__(fingerprint)
-        self.layout = layout
 
     @property
     def captures(self) -> bool:
@@ -77,7 +74,7 @@ class ArchiveRows(ArchiveSource):
         if message_id is None:
             return None
         n = request.tokens_through(message_id)
-        return Offer("archive", min(n, request.limit),
+        return Offer(KVSource.ARCHIVE, min(n, request.limit),
                      lambda seq: self.load(seq, request, message_id, n))
 
     def _planes(self, request: Request, message_id: int):

@@ -20,6 +20,7 @@ from ..state import kvlayout
 from .archive_checkpoints import ArchiveCheckpoints
 from .archive_rows import ArchiveRows
 from .archive_snapshot import ArchiveSnapshot
+from .modes import KVMode, KVSource
 from .memory_states import MemoryStates
 from .sources import ArchiveSource, LivePrefix, LoadFailed, Offer, Request, Vanished, common_prefix
 from .writer import StoreJob
@@ -30,23 +31,23 @@ MIN_STASH_TOKENS = 64         # shorter contexts are cheaper to recompute than t
 @dataclass
 class Acquired:
     restored_tokens: int      # tokens whose KV came from a source
-    source: str               # "live", "memory", "archive" or "none"
+    source: KVSource
     computed_tokens: int
     restore_ms: float         # time to obtain the restored KV (0 for live)
     compute_ms: float
     ahead: bool = False       # restored before the turn began (Engine.prepare)
 
 
-def archive_source(kv_mode: str, fingerprint: str,
+def archive_source(kv_mode: KVMode, fingerprint: str,
                    layout: "kvlayout.Layout | None") -> ArchiveSource:
     """The source that restores and stores a model's KV in the archive, by its KV mode
     (layout_check's choice; the mode is part of the fingerprint, so only one kind is
     ever stored under it). A new kind of stored memory is one more line here."""
-    if kv_mode in ("rows", "rows+window"):   # the layout's window tells them apart
+    if kv_mode in (KVMode.ROWS, KVMode.WINDOW):   # the layout's window tells them apart
         return ArchiveRows(fingerprint, layout)
-    if kv_mode == "rows+checkpoint":
+    if kv_mode == KVMode.CHECKPOINT:
         return ArchiveCheckpoints(fingerprint, layout)
-    if kv_mode == "snapshot":
+    if kv_mode == KVMode.SNAPSHOT:
         return ArchiveSnapshot(fingerprint)
     raise ValueError(f"unknown KV mode {kv_mode!r}")
 
@@ -61,11 +62,11 @@ class KVCache:
         self.use_archive = use_archive
         self.warn = warn or (lambda message: None)
         # May be shared by several caches: a state loads into any sequence.
-        self.memory = memory if memory is not None else MemoryStates(getattr(stored, "layout", None))
+        self.memory = memory if memory is not None else MemoryStates(stored.layout)
         self.captured: "tuple[int, memoryview] | None" = None   # see acquire
         # Best first where offers are as long.
         self.sources = [LivePrefix(), self.memory] + ([self.stored] if use_archive else [])
-        self.ahead: "tuple[str, float] | None" = None   # (source, ms) of a warm() not yet used
+        self.ahead: "tuple[KVSource, float] | None" = None   # (source, ms) of a warm() not yet used
         # message id -> Future of its decoded planes, read while the model loaded
         # (prefetch.EarlyRead); for the first restore only
         self.early: dict = early or {}
@@ -102,9 +103,9 @@ class KVCache:
         # The last token is always computed, for its logits.
         request = self._request(target, path, self.archive, len(target) - 1, window_key)
         offer = self._restore(request, self.warn)
-        n, source = offer.n_tokens, offer.source if offer.n_tokens else "none"
-        restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
-        ahead = source == "live" and self.ahead is not None
+        n, source = offer.n_tokens, offer.source if offer.n_tokens else KVSource.NONE
+        restore_ms = (time.perf_counter() - started) * 1000 if source != KVSource.LIVE else 0.0
+        ahead = source == KVSource.LIVE and self.ahead is not None
         if ahead:  # restored while the user typed: say where from, and how long it took
             source, restore_ms = self.ahead
         self.ahead = None
@@ -126,8 +127,8 @@ class KVCache:
         limit = len(target) - 1 if limit is None else limit
         request = self._request(target, path, self.archive, limit, window_key)
         offer = self._restore(request, self.warn)
-        n, source = offer.n_tokens, offer.source if offer.n_tokens else "none"
-        restore_ms = (time.perf_counter() - started) * 1000 if source != "live" else 0.0
+        n, source = offer.n_tokens, offer.source if offer.n_tokens else KVSource.NONE
+        restore_ms = (time.perf_counter() - started) * 1000 if source != KVSource.LIVE else 0.0
         self.ahead = self.captured = None
         return Acquired(n, source, len(target) - n, restore_ms, 0.0)
 
@@ -151,7 +152,7 @@ class KVCache:
         limit = path.ends()[-1] if path.arrays else 0
         offer = self._restore(self._request(path.flat(), path, archive, limit), warn)
         ms = (time.perf_counter() - started) * 1000
-        self.ahead = (offer.source, ms) if offer.source != "live" and offer.n_tokens else None
+        self.ahead = (offer.source, ms) if offer.source != KVSource.LIVE and offer.n_tokens else None
 
     def _request(self, target, path, archive, limit, window_key=None) -> Request:
         if window_key is None:
@@ -170,7 +171,7 @@ class KVCache:
         sources = self._sources(request)
         while True:
             source, offer = self._best(request, sources, failed)
-            dropped = len(self.seq.tokens) - (offer.n_tokens if offer.source == "live" else 0)
+            dropped = len(self.seq.tokens) - (offer.n_tokens if offer.source == KVSource.LIVE else 0)
             if dropped >= MIN_STASH_TOKENS:
                 self.memory.stash(self.seq)  # about to drop much of it: keep it for a switch back
             try:

@@ -12,37 +12,32 @@ byte. Anything else, or any mismatch, keeps whole snapshots.
 """
 
 from ..llama.decoder import Decoder
-from ..llama.model import Model
+from ..llama.model import MemoryKind, Model
 from ..state import kvlayout, recurrent_layout
 from ..state.row_round_trip import round_trip
+from .modes import KVMode
 
 PROBE = "chatdb layout check: one two three"
 
-ROWS, WINDOW, CHECKPOINT, SNAPSHOT = "rows", "rows+window", "rows+checkpoint", "snapshot"
-ROW_MODES = (ROWS, WINDOW, CHECKPOINT)   # the modes that store rows
-# How each KV mode keeps a conversation's state (chatdb doctor).
-STORED_AS = {ROWS: "rows", WINDOW: "rows + window", CHECKPOINT: "rows + checkpoints",
-             SNAPSHOT: "snapshots"}
 
-
-def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, str]":
-    """(layout, its KV mode) if a tiny live state round-trips, else (None, 'snapshot')."""
+def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, KVMode]":
+    """(layout, its KV mode) if a tiny live state round-trips, else (None, SNAPSHOT)."""
     kind = model.memory_kind()
-    if kind not in ("attention", "iswa", "hybrid") or (kind == "hybrid" and model.n_swa):
-        return None, SNAPSHOT
+    if kind == MemoryKind.RECURRENT or (kind == MemoryKind.HYBRID and model.n_swa):
+        return None, KVMode.SNAPSHOT
     probe = model.tokenize(PROBE)
     decoder = Decoder(model)
     try:
         decoder.prefill(probe, 0)
         state = model.get_state()
-        if kind == "attention":
-            return round_trip(model, state, at=len(probe) // 2), ROWS
-        if kind == "hybrid":
-            return _verify_checkpoint(model, state, len(probe) // 2), CHECKPOINT
-        return _verify_window(model, state, len(probe) // 2), WINDOW
+        if kind == MemoryKind.ATTENTION:
+            return round_trip(model, state, at=len(probe) // 2), KVMode.ROWS
+        if kind == MemoryKind.HYBRID:
+            return _verify_checkpoint(model, state, len(probe) // 2), KVMode.CHECKPOINT
+        return _verify_window(model, state, len(probe) // 2), KVMode.WINDOW
     except kvlayout.LayoutMismatch as exc:
         warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
-        return None, SNAPSHOT
+        return None, KVMode.SNAPSHOT
     finally:
         decoder.close()
         model.clear()

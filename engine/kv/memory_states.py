@@ -14,6 +14,7 @@ import numpy as np
 
 from ..llama.sequence import Sequence
 from ..state import kvlayout
+from .modes import KVSource
 from .sources import LoadFailed, Offer, Request, common_prefix
 
 MEMORY_BUDGET = 1 << 30       # bytes of states kept in memory across switches
@@ -31,7 +32,7 @@ class MemoryStates:
         if key is None:
             return None
         tokens, state = self.entries[key]  # held here: a stash meanwhile may evict the entry
-        return Offer("memory", min(n, request.limit), lambda seq: self._load(seq, key, tokens, state))
+        return Offer(KVSource.MEMORY, min(n, request.limit), lambda seq: self._load(seq, key, tokens, state))
 
     def _load(self, seq: Sequence, key: bytes, tokens: np.ndarray, state) -> None:
         if key in self.entries:

@@ -14,7 +14,6 @@ recurrent checkpoints) is one more source: its file, and its place in
 KVCache's list.
 """
 
-import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -25,6 +24,8 @@ from chatdb.archive import Archive
 
 from ..llama.sequence import Sequence
 from ..prompt.path_tokens import PathTokens
+from ..state import kvlayout
+from .modes import KVSource
 from .writer import StoreJob
 
 
@@ -83,7 +84,7 @@ class Request:
 
 @dataclass
 class Offer:
-    source: str                          # "live", "memory" or "archive": what a turn reports
+    source: KVSource                     # what a turn reports
     n_tokens: int                        # tokens of the target it gives (at most the limit)
     load: Callable[[Sequence], None]     # puts at least those in the sequence; LoadFailed if not
 
@@ -106,15 +107,15 @@ class ArchiveSource:
     kind (chatdb.kv KINDS), and the deletion of a damaged one (recomputed KV replaces it)."""
     kind: str
 
-    def __init__(self, fingerprint: str):
-        self.fingerprint = fingerprint
+    def __init__(self, fingerprint: str, layout: "kvlayout.Layout | None" = None):
+        self.fingerprint, self.layout = fingerprint, layout
 
     def offer(self, request: Request, seq: Sequence) -> "Offer | None":
         point = request.stored
         if point is None or point.kind != self.kind:
             return None
         n = request.tokens_through(point.message_id)
-        return Offer("archive", min(n, request.limit),
+        return Offer(KVSource.ARCHIVE, min(n, request.limit),
                      lambda seq: self.load(seq, request, point.message_id, n))
 
     def load(self, seq: Sequence, request: Request, message_id: int, n_tokens: int) -> None:
@@ -128,9 +129,7 @@ class ArchiveSource:
 
     def under(self, key: str) -> "ArchiveSource":
         """This source reading and writing under another key (a window's)."""
-        other = copy.copy(self)
-        other.fingerprint = key
-        return other
+        return type(self)(key, self.layout)
 
     def drop(self, archive: Archive, message_id: int) -> None:
         with archive.transaction():
@@ -142,4 +141,4 @@ class LivePrefix:
 
     def offer(self, request: Request, seq: Sequence) -> Offer:
         n = min(common_prefix(seq.tokens, request.target), request.limit)
-        return Offer("live", n, lambda seq: None)  # KVCache keeps n tokens of any offer
+        return Offer(KVSource.LIVE, n, lambda seq: None)  # KVCache keeps n tokens of any offer

@@ -10,6 +10,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 
 import llama_cpp
 import numpy as np
@@ -17,6 +18,19 @@ from llama_cpp._internals import LlamaContext, LlamaModel
 
 from ..errors import EngineError
 from . import state_streams
+
+
+class MemoryKind(StrEnum):
+    """What a model keeps per sequence, as llama.cpp builds its memory."""
+    ATTENTION = "attention"   # plain KV cells, one per token
+    ISWA = "iswa"             # with sliding-window layers (interleaved)
+    RECURRENT = "recurrent"   # a fixed-size state that moves on with every token
+    HYBRID = "hybrid"         # attention and recurrent layers
+
+    @property
+    def cuts_back(self) -> bool:
+        """Whether the memory can be cut back to an earlier position (not a recurrent state)."""
+        return self in (MemoryKind.ATTENTION, MemoryKind.ISWA)
 
 
 @dataclass(frozen=True)
@@ -115,18 +129,17 @@ class Model:
     def size_bytes(self) -> int:
         return self._model.size()
 
-    def memory_kind(self) -> str:
-        """'attention' (plain KV), 'iswa' (with sliding-window layers), 'recurrent' or 'hybrid'."""
+    def memory_kind(self) -> MemoryKind:
         if llama_cpp.llama_model_is_hybrid(self.model):
-            return "hybrid"
+            return MemoryKind.HYBRID
         if llama_cpp.llama_model_is_recurrent(self.model):
-            return "recurrent"
-        return "iswa" if llama_cpp.llama_model_n_swa(self.model) > 0 else "attention"
+            return MemoryKind.RECURRENT
+        return MemoryKind.ISWA if llama_cpp.llama_model_n_swa(self.model) > 0 else MemoryKind.ATTENTION
 
     @property
     def cuts_back(self) -> bool:
         """Whether the KV can be cut back to an earlier position (not a recurrent state)."""
-        return self.memory_kind() in ("attention", "iswa")
+        return self.memory_kind().cuts_back
 
     @property
     def attention_span(self) -> int:
@@ -223,7 +236,7 @@ class Model:
 
 # KV caches in a sequence's state, by memory kind (memory_kind): the kinds whose
 # states state_streams.py converts. Recurrent and hybrid models get one sequence.
-STATE_PARTS = {"attention": 1, "iswa": 2}
+STATE_PARTS = {MemoryKind.ATTENTION: 1, MemoryKind.ISWA: 2}
 
 GGML_LOG_LEVEL_ERROR = 4  # ggml.h: NONE, DEBUG, INFO, WARN, ERROR, CONT
 

@@ -4,6 +4,9 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from engine.decode.modes import Finish
+from engine.kv.modes import KVSource
+
 
 def duration(ms: float) -> str:
     return f"{ms:,.0f} ms" if ms < 1000 else f"{ms / 1000:,.1f} s"
@@ -12,11 +15,11 @@ def duration(ms: float) -> str:
 def context_phrase(r) -> str:
     """How the model came to hold the conversation before answering."""
     new = f", read {r.computed_tokens:,} new" if r.computed_tokens else ""
-    if r.kv_source == "live":
+    if r.kv_source == KVSource.LIVE:
         return f"reused {r.restored_tokens:,} tokens already in memory{new}"
-    if r.kv_source == "memory":
+    if r.kv_source == KVSource.MEMORY:
         return f"restored {r.restored_tokens:,} tokens from memory in {duration(r.restore_ms)}{new}"
-    if r.kv_source == "archive":
+    if r.kv_source == KVSource.ARCHIVE:
         when = " while you typed" if r.restored_ahead else ""
         return (f"resumed {r.restored_tokens:,} tokens from the archive in "
                 f"{duration(r.restore_ms)}{when}{new}")
@@ -29,9 +32,9 @@ def turn_line(r) -> str:
              f"first token {duration(r.ttft_ms)}", context_phrase(r)]
     if r.status == "interrupted":
         parts.append("interrupted: the partial answer is kept")
-    elif r.finish == "length":
+    elif r.finish == Finish.LENGTH:
         parts.append("stopped at max_tokens (/set max_tokens=N)")
-    elif r.finish == "context":
+    elif r.finish == Finish.CONTEXT:
         parts.append("stopped: the context is full")
     drafted = getattr(r, "speculative", {}).get("drafted")
     if drafted:
@@ -81,6 +84,9 @@ class SessionStats:
     memory: Restores = field(default_factory=Restores)
     archive: Restores = field(default_factory=Restores)
 
+    def model_loaded(self, seconds: float) -> None:
+        self.model_load_s = seconds
+
     def add(self, r) -> None:
         self.answers += 1
         self.interrupted += r.status == "interrupted"
@@ -93,7 +99,8 @@ class SessionStats:
         speculative = getattr(r, "speculative", {})
         self.drafted += speculative.get("drafted") or 0
         self.accepted += speculative.get("accepted") or 0
-        source = {"live": self.live, "memory": self.memory, "archive": self.archive}.get(r.kv_source)
+        source = {KVSource.LIVE: self.live, KVSource.MEMORY: self.memory,
+                  KVSource.ARCHIVE: self.archive}.get(r.kv_source)
         if source is not None:
             source.add(r.restored_tokens, r.restore_ms)
 

@@ -16,7 +16,7 @@ def new(session, arg: str) -> None:
 def list_(session, arg: str) -> None:
     limit = whole_number(arg, "N") if arg else LIST_DEFAULT
     rows = session.archive.list_conversations(limit=limit)
-    session.listed = [row.id for row in rows]
+    session.remember_listed([row.id for row in rows])
     r = session.render
     if not rows:
         r.line("no conversations yet")
@@ -44,7 +44,7 @@ def rename(session, arg: str) -> None:
     if not title:
         raise UsageError("give the new title")
     if session.conv_id is None:
-        session.pending.title = title
+        session.set_pending(title=title)
     else:
         session.archive.rename(session.conv_id, title)
     session.render.note(f"renamed to {title!r}")
@@ -61,7 +61,7 @@ def delete(session, arg: str) -> None:
         session.render.note("not deleted")
         return
     removed = session.archive.delete_conversation(target)
-    session.listed = [i for i in session.listed if i != target]
+    session.forget(target)
     session.render.note(f"deleted #{conv.id}; {plural(removed, 'message')} removed "
                         f"(messages shared with forks are kept)")
     if target == session.conv_id:

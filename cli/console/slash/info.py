@@ -75,7 +75,7 @@ def export(session, arg: str) -> None:
 
 
 def quit_(session, arg: str) -> None:
-    session.quitting = True
+    session.quit()
 
 
 COMMANDS = [

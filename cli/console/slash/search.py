@@ -20,11 +20,10 @@ def search_(session, arg: str) -> None:
         raise UsageError("give the words to look for")
     r = session.render
     by, note = session.meaning.choose_by(asked) if session.meaning else ("words", None)
-    if note and not session.said_no_index:
+    if note and session.first_note_of_no_index():
         r.note(note)
-        session.said_no_index = True
     meaning = session.meaning.query(arg) if by != "words" else None
-    session.hits = search(session.archive.conn, arg, by=by, meaning=meaning, limit=HITS)
+    session.remember_hits(search(session.archive.conn, arg, by=by, meaning=meaning, limit=HITS))
     if not session.hits:
         r.line(f"no messages match {arg!r}")
         return

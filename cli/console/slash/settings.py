@@ -16,7 +16,7 @@ def system(session, arg: str) -> None:
         r.line(f"system prompt: {current}" if current else "no system prompt")
         return
     if session.conv_id is None:
-        session.pending.system = arg
+        session.set_pending(system=arg)
         r.note("system prompt set for this new conversation")
     elif session.numbered():
         old = session.label()
