@@ -1,7 +1,8 @@
 """A loaded GGUF model and its context: tokenizer, special tokens, KV memory.
 
-Built on llama-cpp-python's thin wrappers of llama.cpp's C API (the same
-calls as llama.cpp's examples/simple), not on its high-level Llama class:
+Built on llama-cpp-python's bindings of llama.cpp's C API, the same calls as
+llama.cpp's examples/simple (llama_model_load_from_file, llama_init_from_model,
+...), neither on its high-level Llama class nor on its private wrappers:
 chatdb owns the decode loop and the KV cache.
 """
 
@@ -14,7 +15,6 @@ from enum import StrEnum
 
 import llama_cpp
 import numpy as np
-from llama_cpp._internals import LlamaContext, LlamaModel
 
 from ..errors import EngineError
 from . import state_streams
@@ -55,12 +55,11 @@ class Model:
         llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
-        try:
-            self._model = LlamaModel(path_model=path, params=mparams, verbose=False)
-        except ValueError as exc:
-            raise EngineError(f"could not load model {path}: {exc}") from None
-        self.model = self._model.model
-        n_ctx = min(config.n_ctx, self._model.n_ctx_train())
+        with caught_errors() as errors:
+            self.model = llama_cpp.llama_model_load_from_file(path.encode("utf-8"), mparams)
+        if not self.model:
+            raise EngineError(f"could not load model {path}: {_said(errors, 'not a model file')}")
+        n_ctx = min(config.n_ctx, self.n_ctx_train())
         # Several sequences only where their states convert to the one-stream form (state_streams.py).
         n_seq = config.n_seq_max if STATE_PARTS.get(self.memory_kind()) else 1
         self.config = config = ContextConfig(**{**config.__dict__, "n_ctx": n_ctx, "n_seq_max": n_seq})
@@ -82,11 +81,12 @@ class Model:
         cparams.flash_attn_type = (llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if config.flash_attn
                                    else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         cparams.no_perf = True
-        try:
-            self._ctx = LlamaContext(model=self._model, params=cparams, verbose=False)
-        except ValueError as exc:
-            raise EngineError(f"could not create a context for {path}: {exc}") from None
-        self.ctx = self._ctx.ctx
+        with caught_errors() as errors:
+            self.ctx = llama_cpp.llama_init_from_model(self.model, cparams)
+        if not self.ctx:
+            self.close()
+            raise EngineError(f"could not create a context for {path}: "
+                              f"{_said(errors, 'llama.cpp refused it')}")
         self.vocab = llama_cpp.llama_model_get_vocab(self.model)
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
@@ -118,16 +118,23 @@ class Model:
         return llama_cpp.llama_model_n_layer(self.model)
 
     def n_ctx_train(self) -> int:
-        return self._model.n_ctx_train()
+        return llama_cpp.llama_model_n_ctx_train(self.model)
 
     def metadata(self) -> dict:
-        return self._model.metadata()
+        """The GGUF's metadata, every value as text (as llama.cpp gives it)."""
+        count = llama_cpp.llama_model_meta_count(self.model)
+        return {_text(llama_cpp.llama_model_meta_key_by_index, self.model, i):
+                _text(llama_cpp.llama_model_meta_val_str_by_index, self.model, i)
+                for i in range(count)}
 
     def description(self) -> str:
-        return self._model.desc()
+        """llama.cpp's words for the model: "llama 256M Q4_1"."""
+        buf = ctypes.create_string_buffer(256)
+        llama_cpp.llama_model_desc(self.model, buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace")
 
     def size_bytes(self) -> int:
-        return self._model.size()
+        return llama_cpp.llama_model_size(self.model)
 
     def memory_kind(self) -> MemoryKind:
         if llama_cpp.llama_model_is_hybrid(self.model):
@@ -222,7 +229,7 @@ class Model:
         if loaded:
             return True
         self.forget_from(0, seq_id)
-        self.refusal = " ".join(" ".join(errors).split()) or "no reason given"
+        self.refusal = _said(errors, "no reason given")
         return False
 
     @property
@@ -230,8 +237,16 @@ class Model:
         return STATE_PARTS[self.memory_kind()]
 
     def close(self) -> None:
-        self._ctx.close()
-        self._model.close()
+        """Free the context, then the model (the context uses the model)."""
+        if getattr(self, "ctx", None):
+            llama_cpp.llama_free(self.ctx)
+            self.ctx = None
+        if getattr(self, "model", None):
+            llama_cpp.llama_model_free(self.model)
+            self.model = None
+
+    def __del__(self):  # a model its owner did not close is freed with it
+        self.close()
 
 
 # KV caches in a sequence's state, by memory kind (memory_kind): the kinds whose
@@ -239,6 +254,23 @@ class Model:
 STATE_PARTS = {MemoryKind.ATTENTION: 1, MemoryKind.ISWA: 2}
 
 GGML_LOG_LEVEL_ERROR = 4  # ggml.h: NONE, DEBUG, INFO, WARN, ERROR, CONT
+
+
+def _text(read, model, index: int) -> str:
+    """A string llama.cpp writes into a buffer (`read`: a llama_model_meta_*_by_index
+    call), whatever its length: it returns the length it needed."""
+    size = 1024
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        needed = read(model, index, buf, size)
+        if needed < size:
+            return buf.value.decode("utf-8", errors="replace")
+        size = needed + 1
+
+
+def _said(errors: "list[str]", otherwise: str) -> str:
+    """llama.cpp's error lines as one line, or `otherwise` where it said nothing."""
+    return " ".join(" ".join(errors).split()) or otherwise
 
 
 _catching = threading.local()   # .lines: where this thread's llama.cpp errors go instead
