@@ -3,11 +3,14 @@
 import time
 import uuid
 
+from engine.decode.modes import Finish
 from engine.prompt.tool_format import split_calls
 
 from .tool_stream import new_call_id
 
-FINISH = {"stop": "stop", "length": "length", "context": "length", "cancelled": "stop"}
+# The engine's finish, as OpenAI's finish_reason.
+FINISH = {Finish.STOP: "stop", Finish.LENGTH: "length", Finish.CONTEXT: "length",
+          Finish.CANCELLED: "stop"}
 
 
 class Completion:
