@@ -40,7 +40,9 @@ class ArchiveRows(ArchiveSource):
         """The state the rows from the root through `message_id` (`n_tokens` tokens) make.
 
         Read in one snapshot of the archive: a drop that another process commits
-        meanwhile (keeping the budget) changes nothing this restore reads."""
+        meanwhile (keeping the budget), or the writer rewriting a segment of the path
+        to share its leading rows with a new sibling (row_sharing.py), changes nothing
+        this restore reads."""
         try:
             with read_snapshot(request.archive.conn):
                 refs = request.archive.kv.rows_index(message_id, self.fingerprint)
