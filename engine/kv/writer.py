@@ -31,6 +31,7 @@ from chatdb.kv.store import encode
 
 from ..state import kvlayout
 from . import row_sharing
+from .modes import KVSource
 
 MAX_WAITING = 2   # whole states queued behind the one being stored
 
@@ -230,11 +231,12 @@ class KVWriter:
                 archive.kv_keeping.record_reopening(*job.reopened)
 
 
-def reopening(source: str, restored_tokens: int, prepared) -> "tuple[int, int] | None":
+def reopening(source: KVSource, restored_tokens: int, prepared) -> "tuple[int, int] | None":
     """(tokens restored from the archive, tokens the chat had before the message answered),
     where a turn reopened a chat (found it neither in the context nor in memory) that had
     an answer before: how well the archive keeps what is come back to."""
-    if source not in ("archive", "none") or not any(m.role == "assistant" for m in prepared.path[:-1]):
+    if source not in (KVSource.ARCHIVE, KVSource.NONE) or not any(m.role == "assistant"
+                                                                  for m in prepared.path[:-1]):
         return None
     ends = prepared.window.tokens.ends()
     before = ends[-2] if len(ends) > 1 else 0
