@@ -79,7 +79,7 @@ class Stream:
         if out.first_token_at is None:
             out.first_token_at = out.last_token_at
         out.tokens.append(token)
-        if logprob is not None:
+        if logprob is not None and not self.model.is_eog(token):   # an end token writes nothing
             self._logprob(logprob)
         if self.model.is_eog(token):
             return self.end(Finish.STOP)

@@ -178,7 +178,7 @@ def test_interrupted_status_is_kept(archive):
 def test_bad_input_is_refused(archive):
     conv = archive.create_conversation("c")
     with pytest.raises(ChatdbError, match="role"):
-        archive.add_message(conv.id, "tool", "x")
+        archive.add_message(conv.id, "robot", "x")
     with pytest.raises(ChatdbError, match="status"):
         archive.add_message(conv.id, "user", "x", status="done")
     with pytest.raises(NotFound):

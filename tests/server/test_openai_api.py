@@ -196,7 +196,8 @@ def test_logprobs_greedy_picks_the_top_token(api):
     answer = greedy(api, [{"role": "user", "content": "Name a colour."}], max_tokens=8,
                     logprobs=True, top_logprobs=3)
     content = answer.choices[0].logprobs.content
-    assert len(content) == answer.usage.completion_tokens or len(content) == answer.usage.completion_tokens - 1
+    ended = answer.choices[0].finish_reason == "stop"     # by an end token, which has no entry
+    assert len(content) == answer.usage.completion_tokens - ended
     for entry in content:
         assert len(entry.top_logprobs) == 3 and entry.logprob <= 0
         assert entry.top_logprobs[0].token == entry.token
@@ -208,6 +209,14 @@ def test_logprobs_greedy_picks_the_top_token(api):
     streamed = [e for c in chunks if c.choices and c.choices[0].logprobs
                 for e in c.choices[0].logprobs.content]
     assert [e.token for e in streamed][:len(content)] == [e.token for e in content]
+
+
+def test_frequency_and_presence_penalties_change_a_repetitive_answer(api):
+    ask = [{"role": "user", "content": "Write the word cat ten times."}]
+    plain = greedy(api, ask, max_tokens=24).choices[0].message.content
+    for field in ("frequency_penalty", "presence_penalty"):
+        penalised = greedy(api, ask, max_tokens=24, **{field: 2.0}).choices[0].message.content
+        assert penalised.lower().count("cat") < plain.lower().count("cat"), (field, plain, penalised)
 
 
 def test_logit_bias_keeps_a_token_out(api):
