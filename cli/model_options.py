@@ -27,7 +27,7 @@ SETTINGS = {
 DEFAULTS = {"model": None, "system": None, "max_tokens": None, "temperature": None,
             "top_k": None, "top_p": None, "min_p": None, "repeat_penalty": None, "seed": None,
             "ctx": None, "draft": DraftMode.AUTO, "draft_model": None, "threads": None,
-            "no_kv": False, "embed_model": None}
+            "no_kv": False, "embed_model": None, "kv_type": None}
 
 
 def setting_value(name: str, text: str):
@@ -80,9 +80,20 @@ def add_model_options(parser) -> None:
     parser.add_argument("--threads", type=positive_int, metavar="N", default=quiet,
                         help="CPU threads for decoding and prefill (default: $CHATDB_THREADS, "
                              "else chosen from the cores free, turn by turn)")
+    add_kv_type_option(parser)
     parser.add_argument("--no-kv", action="store_true", default=quiet,
                         help="neither restore nor store KV state in the archive (re-read history)")
     add_embed_option(parser, quiet=True)
+
+
+KV_TYPES = ("f16", "q8_0")   # engine/kv/kv_type.py's, named without loading llama.cpp
+
+
+def add_kv_type_option(parser) -> None:
+    parser.add_argument("--kv-type", choices=KV_TYPES, default=argparse.SUPPRESS,
+                        help="how the KV cache holds its values: f16, or q8_0 (about half the "
+                             "bytes, with flash attention; see `chatdb kv type`). Default: "
+                             "$CHATDB_KV_TYPE, else the archive's (f16 unless set)")
 
 
 def fill_defaults(args: argparse.Namespace) -> None:

@@ -23,6 +23,7 @@ from .decode.modes import DraftMode, Finish
 from .describe import describe
 from .errors import Cancelled, EngineError
 from .kv.cache import KVCache, archive_source
+from .kv import kv_type as kv_types
 from .kv.fingerprint import file_fingerprint, kv_config_fingerprint
 from .kv.layout_check import check_layout
 from .kv.modes import ROW_MODES, KVMode
@@ -85,16 +86,19 @@ class Engine:
              draft: "str | DraftMode" = DraftMode.AUTO, draft_model=None,
              kv_mode: "str | KVMode" = KVMode.AUTO,
              resume: "int | None" = None, threads: "int | None" = None,
-             n_seq: int = 1) -> "Engine":
+             n_seq: int = 1, kv_type: "str | None" = None) -> "Engine":
         """Load a model for the archive; `resume`, a message the first turn continues,
         has its stored KV read and decompressed while the model loads; `threads`
         fixes the thread count (else chosen from the free cores, turn by turn);
-        `n_seq` sequences share the context, n_ctx tokens each (KVCache.sibling)."""
+        `n_seq` sequences share the context, n_ctx tokens each (KVCache.sibling);
+        `kv_type` (f16, q8_0; kv/kv_type.py) else the archive's."""
         path = resolve_model_path(model_path)
         resolve_mode(draft, draft_model is not None)  # a bad option fails before loading
+        cache_type = kv_types.chosen(kv_type, archive)
         tuner = ThreadTuner(threads)  # measures the others while the model loads
         report = hardware.detect()
-        chosen = plan_offload(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq)
+        chosen = plan_offload(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq,
+                              kv_type=cache_type)
         early = None
         if resume is not None and use_kv and archive.db_path and kv_mode != KVMode.SNAPSHOT:
             # The fingerprints the engine may have, by the mode its layout check picks.

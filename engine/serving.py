@@ -26,7 +26,7 @@ def default_parallel() -> int:
 
 
 def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, parallel=None,
-               queue=None, warn=None):
+               queue=None, warn=None, kv_type=None):
     """(turns, parallel, model path): turns answered by continuous batching, on a model
     loaded on its own thread."""
     path = resolve_model_path(model_path)
@@ -37,7 +37,7 @@ def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, paral
         archive = Archive.open(db_path)
         try:
             return Engine.open(archive, path, n_ctx=n_ctx, use_kv=use_kv, warn=warn,
-                               draft=DraftMode.OFF, n_seq=parallel)
+                               draft=DraftMode.OFF, n_seq=parallel, kv_type=kv_type)
         except BaseException:
             archive.close()
             raise
@@ -48,12 +48,13 @@ def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, paral
 
 
 @contextmanager
-def open_warming(archive: Archive, model_path=None, *, n_ctx=None, parallel=None, warn=None):
+def open_warming(archive: Archive, model_path=None, *, n_ctx=None, parallel=None, warn=None,
+                 kv_type=None):
     """A Warmer (warming.py) of `parallel` sequences on a model loaded for `archive`; its
     KV is stored when the block ends."""
     parallel = parallel or default_parallel()
     engine = Engine.open(archive, model_path, n_ctx=n_ctx, warn=warn, draft=DraftMode.OFF,
-                         n_seq=parallel)
+                         n_seq=parallel, kv_type=kv_type)
     n = engine.model.config.n_seq_max       # the model may allow fewer
     caches = [engine.cache] + [engine.cache.sibling(i) for i in range(1, n)]
     try:

@@ -75,7 +75,7 @@ def _answer(archive, args, question: "Question"):
     engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=not args.no_kv,
                          sampling=sampling_from(args), warn=output.warning,
                          draft=args.draft, draft_model=args.draft_model,
-                         resume=question.message.id, threads=args.threads)
+                         resume=question.message.id, threads=args.threads, kv_type=args.kv_type)
     try:
         stream = None if args.json else _stream
         with stop_on_sigint() as stopped:

@@ -36,7 +36,7 @@ def run(args) -> int:
             output.warning(f"{archive.db_path}: the archive is damaged (SQLite's integrity_check: "
                            f"{integrity}); `chatdb export` saves what can still be read")
         engine = Engine.open(archive, args.model, n_ctx=args.ctx, use_kv=False,
-                             threads=args.threads)
+                             threads=args.threads, kv_type=args.kv_type)
         try:
             report = engine.describe()
         finally:
@@ -75,7 +75,7 @@ def _print(report: dict) -> None:
     p(f"archive: {report['archive']['path']} (integrity_check: {report['archive']['integrity_check']})")
     per_token, window = kv["bytes_per_token"], kv.get("window")
     memory = MEMORY.get(kv.get("memory"), kv.get("memory"))
-    p(f"KV state: {kv.get('stored_as', kv['mode'])} ({memory}"
+    p(f"KV state: {kv.get('stored_as', kv['mode'])}, {kv['type']} ({memory}"
       + (f", window {window} tokens)" if window else ")")
       + (f", {per_token} bytes per token" if per_token else "")
       + (f" + {kv['window_bytes_per_token']} per token of each message's last window" if window else "")

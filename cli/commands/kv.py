@@ -1,11 +1,13 @@
 """`chatdb kv`: the archive's KV budget, what it stores, and what is dropped."""
 
+import os
 from dataclasses import asdict
 
 from chatdb.kv.budget import format_size, parse_size
 from chatdb.kv.report import report
 
 from .. import output
+from ..model_options import KV_TYPES
 from ..options import add_command, open_archive
 
 DESCRIPTION = """\
@@ -36,6 +38,17 @@ stored applies at the next store, or now with `chatdb kv prune`.
 
 JSON: {budget_bytes, budget_source, budget, stored_bytes}"""
 
+TYPE_DESCRIPTION = """\
+Set the type the KV cache holds its values in, for every process on this
+archive (--kv-type and $CHATDB_KV_TYPE override it for one): f16, the
+default, or q8_0, about 0.6 of f16's bytes stored per token, computed with
+flash attention (which makes a CPU slower: see the README for the measured
+cost). KV stored under one type is never restored under another: each chat
+is read again once, and the other type's KV is dropped first as it goes
+unused. Without TYPE, show it.
+
+JSON: {kv_type, source}"""
+
 PRUNE_DESCRIPTION = """\
 Apply the KV budget now: drop what is worth least until the KV stored fits
 it (never messages), then give the file's free pages back to the file system
@@ -54,6 +67,9 @@ def register(subparsers) -> None:
     budget = add_command(actions, "budget", run_budget, help="show or set the KV budget",
                          description=BUDGET_DESCRIPTION)
     budget.add_argument("size", nargs="?", metavar="SIZE")
+    kv_type = add_command(actions, "type", run_type, help="show or set the archive's KV type",
+                          description=TYPE_DESCRIPTION)
+    kv_type.add_argument("type", nargs="?", choices=KV_TYPES, metavar="TYPE")
     add_command(actions, "prune", run_prune, help="apply the KV budget now and give back the free space",
                 description=PRUNE_DESCRIPTION)
 
@@ -86,6 +102,23 @@ def run_budget(args) -> int:
     elif budget.bytes is not None and figures.stored_bytes > budget.bytes:
         output.print_text("more is stored than that: `chatdb kv prune` drops the rest now, "
                           "else the next store does")
+    return 0
+
+
+def run_type(args) -> int:
+    from engine.kv.kv_type import DEFAULT, ENV, KEY  # loads llama.cpp's constants
+
+    with open_archive(args, create=args.type is not None) as archive:
+        if args.type is not None:
+            with archive.transaction():
+                archive.settings.put(KEY, args.type)
+        stored = archive.settings.get(KEY)
+    name, source = ((os.environ[ENV], f"${ENV}") if os.environ.get(ENV) else
+                    (stored, "archive") if stored else (DEFAULT, "default"))
+    if args.json:
+        output.print_json({"kv_type": name, "source": source})
+    else:
+        output.print_text(f"KV type: {name} ({'the default' if source == 'default' else 'from ' + source})")
     return 0
 
 

@@ -9,7 +9,7 @@ from chatdb.errors import ChatdbError
 
 from .. import output
 from ..meaning import add_embed_option
-from ..model_options import sampling_from
+from ..model_options import add_kv_type_option, sampling_from
 from ..options import add_command, context_size, db_path, open_archive, positive_int
 
 DESCRIPTION = """\
@@ -74,6 +74,7 @@ def register(subparsers) -> None:
                         help="seconds a request's head may take to arrive (default 10)")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive")
+    add_kv_type_option(parser)
     add_embed_option(parser)
     parser.set_defaults(top_k=None, top_p=None, min_p=None, repeat_penalty=None, seed=None)
 
@@ -108,7 +109,8 @@ def run(args) -> int:
     try:
         turns, parallel, path = open_turns(db_path(args), args.model, n_ctx=args.ctx,
                                            use_kv=not args.no_kv, parallel=args.parallel,
-                                           queue=args.queue, warn=output.warning)
+                                           queue=args.queue, warn=output.warning,
+                                           kv_type=getattr(args, "kv_type", None))
     except BaseException:
         sock.close()
         raise

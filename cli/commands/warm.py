@@ -6,6 +6,7 @@ from dataclasses import asdict
 from chatdb.kv.budget import format_size
 
 from .. import output
+from ..model_options import add_kv_type_option
 from ..options import add_command, context_size, open_archive, positive_int
 from ..progress import ProgressBar
 from ..refs import conversation
@@ -38,6 +39,7 @@ def add_warm_options(parser) -> None:
                         help="context size in tokens of each sequence")
     parser.add_argument("--parallel", type=positive_int, metavar="N",
                         help="conversations read at once (default: from the hardware)")
+    add_kv_type_option(parser)
 
 
 def run(args) -> int:
@@ -59,7 +61,8 @@ def warm_conversations(archive, ids: list[int], args) -> dict:
     bar = ProgressBar("warming")
     try:
         with open_warming(archive, getattr(args, "model", None), n_ctx=getattr(args, "ctx", None),
-                          parallel=args.parallel, warn=output.warning) as warmer:
+                          parallel=args.parallel, warn=output.warning,
+                          kv_type=getattr(args, "kv_type", None)) as warmer:
             report = warmer.warm(ids, bar.update)
     finally:
         bar.close()

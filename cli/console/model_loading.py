@@ -17,6 +17,7 @@ class EngineOptions:
     draft: DraftMode = DraftMode.AUTO   # speculative decoding: auto, lookup, model, off
     draft_model: "str | None" = None
     threads: "int | None" = None   # --threads; None: $CHATDB_THREADS, else chosen turn by turn
+    kv_type: "str | None" = None   # --kv-type; None: $CHATDB_KV_TYPE, else the archive's
 
 
 def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
@@ -29,7 +30,8 @@ def load_engine(render: Renderer, archive, options: EngineOptions, sampling):
     with Waiting(render, f"loading {path.name}"):
         engine = Engine.open(archive, path, n_ctx=options.n_ctx, use_kv=options.use_kv,
                              sampling=sampling, warn=render.warning, draft=options.draft,
-                             draft_model=options.draft_model, threads=options.threads)
+                             draft_model=options.draft_model, threads=options.threads,
+                             kv_type=options.kv_type)
     return engine, time.perf_counter() - started
 
 

@@ -42,7 +42,7 @@ def open_session(args, interactive: bool) -> Session:
     try:
         conv_id = choose_conversation(archive, args, render)
         options = EngineOptions(args.model, args.ctx, not args.no_kv, args.draft, args.draft_model,
-                                args.threads)
+                                args.threads, args.kv_type)
         sampling = sampling_from(args)
         engine, seconds = load_engine(render, archive, options, sampling)
     except BaseException:

@@ -9,8 +9,8 @@ of them in proportion to their free memory), else the CPU.
 
 from dataclasses import dataclass
 
-import llama_cpp
 
+from ..kv.kv_type import DEFAULT, KV_TYPES, KVType
 from ..llama.gguf_header import ModelFacts
 from ..llama.model import ContextConfig
 from .hardware import HardwareReport
@@ -31,9 +31,11 @@ class OffloadPlan:
 
 
 def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" = None,
-         threads: "ThreadChoice | None" = None, n_seq: int = 1) -> OffloadPlan:
+                 threads: "ThreadChoice | None" = None, n_seq: int = 1,
+                 kv_type: KVType = KV_TYPES[DEFAULT]) -> OffloadPlan:
     """Settings for one model on this machine; n_ctx is the user's request (kept as asked),
-    for each of `n_seq` sequences sharing the context (a server's, with a KV stream each)."""
+    for each of `n_seq` sequences sharing the context (a server's, with a KV stream each);
+    `kv_type` (kv_type.py) says how the KV cache holds its values."""
     wanted = n_ctx or min(DEFAULT_MAX_CTX, facts.n_ctx_train or DEFAULT_MAX_CTX)
     gpus = [g for g in report.gpus if g.memory_free > GPU_HEADROOM] if report.gpu_offload else []
     budget = sum(g.memory_free - GPU_HEADROOM for g in gpus)
@@ -47,10 +49,11 @@ def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" 
     # under 64 rows one row at a time, so a question after a long restored
     # chat took 6x longer than without it, and each decode step 2.4x longer at
     # 4,000 tokens (bench/resume.py). Without it V is stored transposed; kvlayout
-    # cuts both layouts.
+    # cuts both layouts. A quantized V cache needs it, on every device.
+    flash = kv_type.flash_attn if kv_type.flash_attn is not None else layers != 0
     config = ContextConfig(n_ctx=max(MIN_CTX, ctx), n_batch=512, n_threads=threads.decode,
-                           n_threads_batch=threads.batch, flash_attn=layers != 0,
-                           type_k=llama_cpp.GGML_TYPE_F16, type_v=llama_cpp.GGML_TYPE_F16,
+                           n_threads_batch=threads.batch, flash_attn=flash,
+                           type_k=kv_type.type_k, type_v=kv_type.type_v,
                            n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq)
     return OffloadPlan(config, _describe(layers, facts.n_layer, gpus))
 

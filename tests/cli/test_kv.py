@@ -76,3 +76,11 @@ def test_prune_applies_a_lower_budget_now(chatdb, db_path):
     assert [c["id"] for c in doc["conversations"]] == [new]   # the older chat went first
     chatdb("kv", "budget", "0")
     assert chatdb("kv", "prune", "--json").json()["stored_bytes"] == 0
+
+
+def test_kv_type_is_the_archives_and_the_environment_overrides_it(chatdb, archive):
+    assert chatdb("kv", "type", "--json").json() == {"kv_type": "f16", "source": "default"}
+    assert chatdb("kv", "type", "q8_0", "--json").json() == {"kv_type": "q8_0", "source": "archive"}
+    assert archive.settings.get("kv_type") == "q8_0"   # what every engine on the archive reads
+    over = chatdb("kv", "type", "--json", env={"CHATDB_KV_TYPE": "f16"}).json()
+    assert over == {"kv_type": "f16", "source": "$CHATDB_KV_TYPE"}
