@@ -32,6 +32,7 @@ DELETE FROM kv_uses WHERE fingerprint = :fp AND message_id != :message_id
 RECORD_REOPENING = "INSERT INTO kv_reopenings (at, restored_tokens, reusable_tokens) VALUES (?, ?, ?)"
 KEEP_REOPENINGS = 1000   # rows kept: more than the report reads
 TRIM_REOPENINGS = "DELETE FROM kv_reopenings WHERE id <= (SELECT max(id) FROM kv_reopenings) - ?"
+WAL_SHARE = 20   # a log past 1/WAL_SHARE of the budget is checkpointed after a store
 DELETE_SEGMENT = "DELETE FROM kv_segments WHERE message_id = ? AND fingerprint = ? AND kind = ?"
 
 
@@ -110,6 +111,15 @@ class KVKeeping:
         from the archive."""
         self.conn.execute(RECORD_REOPENING, (now(), restored_tokens, reusable_tokens))
         self.conn.execute(TRIM_REOPENINGS, (KEEP_REOPENINGS,))
+
+    def after_store(self, dropped: int) -> None:
+        """What a writer does once a path is stored: give the disk back where KV was dropped,
+        or where the write-ahead log holds much next to the budget (it keeps what was freed
+        until checkpointed, and a small budget would be passed by the log alone)."""
+        budget = self.archive.kv_budget.get().bytes
+        wal = file_sizes(self.archive.db_path)[1]
+        if dropped or (budget is not None and wal > budget // WAL_SHARE):
+            self.give_back()
 
     def give_back(self) -> None:
         """Return the file's free pages to the file system and truncate the write-ahead

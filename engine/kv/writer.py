@@ -150,8 +150,7 @@ class KVWriter:
         else:
             self._store_rows(archive, job)
         self._used(archive, job)
-        if self._dropped:
-            archive.kv_keeping.give_back()
+        archive.kv_keeping.after_store(self._dropped)
 
     def _store_rows(self, archive: Archive, job: StoreJob) -> None:
         layout = kvlayout.parse(job.state, job.window)
