@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
-# carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout and serve-batching
-# tests, and the resume, decode, speculative and serve benches, ending with one table.
+# carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout, serve-batching and
+# KV-budget tests, and the resume, decode, speculative, serve and KV-type benches (what q8_0
+# KV costs where flash attention is on anyway), ending with one table.
 # Prepare first with bench/gpu_prepare.sh.
 #
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
@@ -77,6 +78,11 @@ checks() {
     step "tests: serve batching" serve_tests.txt $PY -m pytest -q -p no:cacheprovider \
         tests/server/test_concurrency.py tests/server/test_bench_pieces.py
     step "bench: serve" serve.txt $PY bench/serve.py --quick --only 145
+    # The KV budget (drops, partial KV, a server and processes on one archive) and q8_0 KV,
+    # then what q8_0 saves and costs with every layer on the GPU.
+    step "tests: KV budget, q8_0" kv_tests.txt $PY -m pytest -q -p no:cacheprovider \
+        tests/engine/test_kv_budget.py tests/engine/test_kv_type.py tests/chatdb/test_kv_budget.py
+    step "bench: KV types" kv_types.txt $PY bench/kv_types.py --gpu --repeat 3
 }
 
 quick() {  # a dry run of the script itself: doctor and the offload tests only
@@ -93,7 +99,7 @@ esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
 printf '%s\n' "${ROWS[@]}"
-for f in decode.txt speculative.txt resume.txt; do
+for f in decode.txt speculative.txt resume.txt kv_types.txt; do
     [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
 done
 ! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '

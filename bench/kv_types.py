@@ -56,7 +56,9 @@ def types_part(quick: bool = False, repeat: "int | None" = None, models=None, gp
     sizes = {"message": 300 if quick else 1000, "context": 600 if quick else 2000,
              "question": 32, "steps": 16 if quick else 32, "continuation": 32 if quick else 128,
              "text": 256 if quick else 768}
-    for path in models or [str(resolve_model_path()), str(GEMMA)]:
+    if not models:   # the default model (or $CHATDB_MODEL), and Gemma where it is installed
+        models = [str(resolve_model_path())] + ([str(GEMMA)] if GEMMA.is_file() else [])
+    for path in models:
         rows = measure(path, repeat, sizes, gpu)
         print_rows(Path(path).name, rows, sizes, repeat)
 

@@ -279,3 +279,19 @@ def test_two_writers_keep_one_budget_and_a_kill_during_a_drop_loses_nothing(db_p
         assert_rows_are_path_prefixes(archive)
         messages = archive.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
         assert messages >= 4 * 27   # nothing but KV was dropped
+
+
+def test_a_windows_rows_go_from_its_end_back_to_its_anchor_and_root(archive):
+    # A window's KV: the system prompt, then the messages from an anchor deep in the path
+    # (the ones between are left out of it, and hold no rows under its key).
+    window = "fp/window:anchor"
+    conv = archive.create_conversation("long", system_prompt="sys")
+    path = [archive.messages(conv.id)[0].id]
+    for i in range(7):
+        path.append(archive.add_message(conv.id, "user" if i % 2 == 0 else "assistant", f"m{i}").id)
+    kept = [path[0]] + path[4:]
+    for message_id in kept:
+        archive.kv.put(message_id, window, "rows", 10, os.urandom(SIZE))
+    _used(archive, path[-1], 1, fp=window)
+    dropped = [v.message_id for v in eviction.plan(archive.conn, len(kept) * SIZE)]
+    assert dropped == kept[::-1]   # the end first, the system prompt last

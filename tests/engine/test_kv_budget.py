@@ -16,7 +16,7 @@ from engine.llama.sampling import SamplingSettings
 from ..chatdb_command import DRAFT, chatdb_argv, python_path
 from ..kv_tree import assert_rows_are_path_prefixes
 from ..server.conftest import ROOT, Server
-from .conftest import run_chatdb
+from .conftest import restored_from_archive, run_chatdb
 
 GREEDY = SamplingSettings(temperature=0, max_tokens=8, seed=1)
 GREEDY_ARGS = ("--temperature", "0", "--seed", "1", "--max-tokens", "8", "--ctx", "2048")
@@ -160,7 +160,7 @@ def test_a_budget_smaller_than_one_chat_keeps_its_first_messages_and_says_so_onc
         engine = Engine.open(archive, sampling=GREEDY, draft=DRAFT, n_ctx=2048, warn=notes.append)
         try:
             conv = archive.create_conversation("small", system_prompt=SYSTEM)
-            for turn in (1, 2, 3):
+            for turn in (1, 2):
                 engine.reply(conv.id, _question("lakes", turn))
                 engine.flush()
                 assert stored(archive.conn)[0] <= 1 << 20
@@ -208,5 +208,65 @@ def test_chatdb_serve_and_another_process_on_one_archive_keep_one_budget(tmp_pat
     copy = tmp_path / "copy.db"
     shutil.copy(db, copy)
     expected = _recomputed(copy, latest, "And then?")
-    answer, _ = run_chatdb("ask", "--json", "--conv", str(latest), *GREEDY_ARGS, "And then?", db=db)
-    assert answer["text"] == expected
+    with Archive.open(db) as archive:   # what the archive kept restores as computing it would
+        engine = Engine.open(archive, sampling=GREEDY, draft=DRAFT, n_ctx=2048)
+        try:
+            resumed = engine.reply(latest, "And then?")
+        finally:
+            engine.close()
+    assert resumed.kv_source == "archive" and resumed.text == expected
+
+
+def _drop_everything_elsewhere(db) -> None:
+    """Another connection (another process's writer) drops all KV, as a budget of 0 would."""
+    with Archive.open(db) as other:
+        with other.transaction():
+            other.kv_budget.set(0)
+            other.kv_keeping.make_room(0)
+        assert stored(other.conn)[0] == 0
+
+
+def test_a_restore_under_way_finishes_with_what_it_began_while_another_process_drops(open_engine, db_path):
+    archive, engine = open_engine(n_ctx=2048)
+    conv = archive.create_conversation("race", system_prompt=SYSTEM)
+    answer = engine.reply(conv.id, _question("tides", 1))
+    engine.flush()
+    live = bytes(engine.model.get_state())
+    reads, get = [], archive.kv.get
+
+    def get_then_drop(*args):   # the first segment read, then the drop commits elsewhere
+        if not reads:
+            _drop_everything_elsewhere(db_path)
+        reads.append(args[0])
+        return get(*args)
+
+    archive.kv.get = get_then_drop
+    restored = restored_from_archive(engine, archive, answer.message_id)
+    assert len(reads) == 3 and restored == live   # every segment read, from the snapshot begun
+    archive.kv.get = get
+    assert stored(archive.conn)[0] == 0           # and the drop did happen
+
+
+def test_kv_dropped_between_the_offer_and_the_read_is_offered_again_not_called_damaged(open_engine, db_path):
+    archive, engine = open_engine(n_ctx=2048)
+    conv = archive.create_conversation("race", system_prompt=SYSTEM)
+    engine.reply(conv.id, _question("tides", 1))
+    engine.flush()
+    head = archive.conversation(conv.id).head_id
+    system = archive.path(head)[0].id
+    load = engine.cache.stored.load
+
+    def drop_then_load(seq, request, message_id, n_tokens):   # as a drop elsewhere would, meanwhile
+        with Archive.open(db_path) as other:
+            with other.transaction():
+                for m in archive.path(head)[1:]:
+                    other.kv.delete(m.id, engine.fingerprint)
+        engine.cache.stored.load = load
+        return load(seq, request, message_id, n_tokens)
+
+    engine.cache.stored.load = drop_then_load
+    engine.cache.reset()
+    engine.cache.memory.entries.clear()
+    result = engine.reply(conv.id, "And then?")
+    assert result.kv_source == "archive" and not any("damaged" in w for w in result.warnings)
+    assert result.restored_tokens == _path_tokens(archive, system)[-1]   # the system prompt's, kept
