@@ -106,7 +106,8 @@ class _World:
             node.up = self._above(nodes, node.message_id, rows=True)
             if node.rows is not None and node.up is not None:
                 node.up.below += 1
-        for node in sorted(nodes.values(), key=lambda n: self._depth(n)):
+        # A parent is written before its children, so message ids order every path.
+        for node in sorted(nodes.values(), key=lambda n: n.message_id):
             node.start = node.up.start + node.up.rows[0] if node.up is not None else 0
 
     def _above(self, nodes, message_id: int, rows: bool) -> "_Node | None":
@@ -117,12 +118,6 @@ class _World:
                 return node
             parent = self.parents.get(parent)
         return None
-
-    def _depth(self, node: _Node) -> int:
-        depth, up = 0, node.up
-        while up is not None:
-            depth, up = depth + 1, up.up
-        return depth
 
     def _serving(self, nodes, message_id: int) -> "_Node | None":
         """The node a restore at `message_id` starts from: the message's own, else the
