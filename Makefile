@@ -86,7 +86,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 bench: install test-models
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/archive.py
+	$(BIN)/python bench/search.py --quick
 	$(BIN)/python bench/resume.py
 	$(BIN)/python bench/decode.py
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
 # carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout, serve-batching and
-# KV-budget tests, and the resume, decode, speculative, serve and KV-type benches (what q8_0
-# KV costs where flash attention is on anyway), ending with one table.
+# KV-budget and embedding tests, and the resume, decode, speculative, serve and KV-type
+# benches (what q8_0 KV costs where flash attention is on anyway), ending with one table.
 # Prepare first with bench/gpu_prepare.sh.
 #
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
@@ -83,6 +83,10 @@ checks() {
     step "tests: KV budget, q8_0" kv_tests.txt $PY -m pytest -q -p no:cacheprovider \
         tests/engine/test_kv_budget.py tests/engine/test_kv_type.py tests/chatdb/test_kv_budget.py
     step "bench: KV types" kv_types.txt $PY bench/kv_types.py --gpu --repeat 3
+    # Search by meaning: the embedding mode with every layer on the GPU computes what the
+    # weights do (a tiny BERT converted here: no embedding model needs carrying).
+    step "tests: embeddings on the GPU" embed_tests.txt $PY -m pytest -q -p no:cacheprovider \
+        tests/embed/test_embedding_model.py -k "converted or wordpiece or not_bert"
 }
 
 quick() {  # a dry run of the script itself: doctor and the offload tests only

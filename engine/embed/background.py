@@ -6,9 +6,11 @@
 
 The thread looks for messages without vectors written after it started
 (the backlog of older ones is `chatdb index`'s), when poked and every
-`poll` seconds. It runs at the lowest CPU priority, on one thread, so a
-turn decoding meanwhile keeps the cores; the model loads at its first
-look. Whatever fails (a read-only archive, a broken model) is reported
+`poll` seconds. It runs on one thread at a lower CPU priority (nice 5:
+about a quarter of a core's time where a turn decoding meanwhile wants it,
+all of it when the cores are free, as while an answer is read; the lowest
+priority, 19, left it starved for minutes on a busy machine); the model
+loads when there is a first message to embed. Whatever fails (a read-only archive, a broken model) is reported
 once and stops only the indexing.
 """
 
@@ -21,7 +23,9 @@ from .embedder import Embedder
 from .indexer import Indexer
 
 POLL_S = 1.0
-LOWEST_PRIORITY = 19
+# What was written since the indexer started (it looks again only when this changes).
+WRITTEN = "SELECT count(*), max(id) FROM messages WHERE id > ?"
+NICE = 5
 
 
 class BackgroundIndexer:
@@ -69,13 +73,17 @@ class BackgroundIndexer:
             self._idle.set()
             return
         self._started.set()
+        seen = None
         try:
             while True:
                 self._wake.wait(self.poll)
                 self._wake.clear()
-                if embedder is None:
-                    embedder = Embedder.open(archive, self.embed_path)
-                self.embedded += Indexer(archive, embedder).run(after=self._after).embedded
+                written = archive.conn.execute(WRITTEN, (self._after,)).fetchone()
+                if tuple(written) != seen and written[0]:  # new messages: embed them
+                    if embedder is None:
+                        embedder = Embedder.open(archive, self.embed_path)
+                    self.embedded += Indexer(archive, embedder).run(after=self._after).embedded
+                    seen = tuple(written)
                 if not self._wake.is_set():
                     self._idle.set()
                 if self._stop:
@@ -96,9 +104,10 @@ class BackgroundIndexer:
 
 
 def _lower_priority() -> None:
-    """This thread (and the llama.cpp workers it starts) at the lowest priority: on Linux
-    a thread's nice value is its own."""
+    """This thread (and the llama.cpp workers it would start) at a lower priority: on
+    Linux a thread's nice value is its own."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(),
+                       max(NICE, os.getpriority(os.PRIO_PROCESS, 0)))
     except (AttributeError, OSError):
         pass

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..kv.fingerprint import file_fingerprint
+from ..machine import hardware
 from .chunks import CHUNK_TOKENS, chunk_text
 from .model import EmbeddingModel
 from .model_path import resolve_embed_path
@@ -31,6 +32,11 @@ class MessageVectors:
     message_id: int
     starts: list[int]        # each chunk's first character in the message
     vectors: np.ndarray      # (chunks, dims) unit vectors; no rows for a blank message
+
+
+def has_gpu() -> bool:
+    report = hardware.detect()
+    return report.gpu_offload and bool(report.gpus)
 
 
 def embedding_fingerprint(path: "str | Path", cache=None) -> str:
@@ -62,7 +68,7 @@ class Embedder:
             return None
         fingerprint = embedding_fingerprint(path, archive.fingerprints if archive else None)
         size = {"batch_tokens": 0, "max_seq": 1} if queries_only else {}
-        return cls(EmbeddingModel(str(path), threads, **size), fingerprint)
+        return cls(EmbeddingModel(str(path), threads, gpu=has_gpu(), **size), fingerprint)
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit vector for a search query (cut to the model's longest sequence)."""

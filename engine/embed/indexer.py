@@ -41,6 +41,10 @@ class Indexer:
         return VectorStore(archive.conn).last_message_id()
 
     def model_id(self) -> int:
+        """The id of the model's index, made at its first vectors (a write only then)."""
+        known = self.store.model_id(self.embedder.fingerprint)
+        if known is not None:
+            return known
         with self.archive.transaction():
             return self.store.add_model(self.embedder.fingerprint, self.embedder.name,
                                         self.embedder.dims)

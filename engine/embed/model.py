@@ -26,24 +26,26 @@ from ..llama.model import _quiet_log
 
 # Tokens per forward pass (and the context: an encoder keeps no KV). A
 # non-causal pass attends across all its tokens, masked by sequence, so its
-# attention grows with the square of the batch: 1,024 tokens keep that near a
-# fifth of the pass (the rest is the model's matrices, linear in tokens).
-BATCH_TOKENS = 1024
+# attention grows with the square of the batch: on two cores 512 tokens (four
+# chat messages, or eight short ones) embedded 15% more messages per CPU-second
+# than 1,024, and as many as 256 (bench/search.py).
+BATCH_TOKENS = 512
 MAX_SEQ = 8           # sequences per forward pass (a power of two, as llama.cpp wants)
 MAX_TOKENS = 512      # the longest sequence embedded, [CLS] and [SEP] included
 
 
 class EmbeddingModel:
     def __init__(self, path: str, threads: int = 1, batch_tokens: int = BATCH_TOKENS,
-                 max_seq: int = MAX_SEQ):
+                 max_seq: int = MAX_SEQ, gpu: bool = False):
         """`batch_tokens` and `max_seq`: what one pass holds (a query alone needs
-        MAX_TOKENS and 1: a smaller compute buffer)."""
+        MAX_TOKENS and 1: a smaller compute buffer); `gpu`: every layer offloaded
+        (an embedding model is small beside any chat model)."""
         self.path = str(path)
         self.batch_tokens, self.max_seq = max(batch_tokens, MAX_TOKENS), max_seq
         llama_cpp.llama_backend_init()
         llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
         mparams = llama_cpp.llama_model_default_params()
-        mparams.n_gpu_layers = 0
+        mparams.n_gpu_layers = -1 if gpu else 0
         self.model = llama_cpp.llama_model_load_from_file(self.path.encode(), mparams)
         if not self.model:
             raise EngineError(f"could not load embedding model {self.path}")

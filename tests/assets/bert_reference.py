@@ -4,7 +4,6 @@ weights (model.safetensors): what the GGUF converted from it must reproduce in l
     reference_embedding(model_zip, token_ids) -> unit vector (mean pooling, as 1_Pooling says)
 """
 
-import json
 import math
 
 import numpy as np

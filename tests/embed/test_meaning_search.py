@@ -109,7 +109,7 @@ def test_bad_queries_as_by_words(indexed, embedder):
 
 
 def test_vectors_are_written_with_messages_and_removed_with_them(archive, embedder, db_path):
-    convs = fill(archive)  # the backlog: left to `chatdb index`
+    fill(archive)  # the backlog: left to `chatdb index`
     indexer = BackgroundIndexer(db_path, embedder.model.path, poll=60)
     try:
         conv = archive.create_conversation("new")
@@ -156,3 +156,25 @@ def test_another_embedding_model_is_another_index(indexed, embedder, tiny_bert):
         assert archive.message(again[0].message_id).conversation_id == convs["uploads"]
     finally:
         other.close()
+
+
+def test_the_passes_over_sign_bits_keep_the_nearest():
+    """The asymmetric score is the query summed over set bits; the Hamming cut keeps at
+    least what it is asked to, every row nearer than the cut included; the passes
+    together keep the exact nearest of vectors near the query."""
+    import numpy as np
+
+    from chatdb.search.meaning import asymmetric_scores, narrowed, nearest_by_hamming, sign_bits
+
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((30_000, 384)).astype(np.float32)
+    query = rng.standard_normal(384).astype(np.float32)
+    near = query + 0.6 * rng.standard_normal((10, 384)).astype(np.float32)
+    vectors[rng.choice(len(vectors), 10, replace=False)] = near
+    bits = sign_bits(vectors)
+    assert np.allclose(asymmetric_scores(bits, query), (vectors > 0) @ query, atol=1e-3)
+    kept = nearest_by_hamming(bits, sign_bits(query[None, :]), 1_000)
+    distance = ((vectors > 0) != (query > 0)).sum(axis=1)
+    assert len(kept) >= 1_000 and set(np.flatnonzero(distance < distance[kept].max())) <= set(kept)
+    exact = set(np.argsort(-(vectors @ query))[:10])
+    assert exact <= set(narrowed(bits, query, 5_000, 300))
