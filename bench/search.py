@@ -236,24 +236,28 @@ def quantization_rows(archive, model_id: int, embedder, data: dict, queries: lis
 
 # -- embedding rate ----------------------------------------------------------------
 
-def rate_rows(embedder, texts: list[str]) -> list:
+def rate_rows(embedder, texts: list[str], threads: int) -> list:
     from engine.embed.indexer import Indexer
     import tempfile
 
     rows = []
     # Chat-length messages: three paragraphs each (documentation paragraphs are short).
     sample = [" ".join(texts[i:i + 3]) for i in range(0, 3 * RATE_MESSAGES, 3)]
-    with tempfile.TemporaryDirectory(dir=OUT) as tmp, Archive.open(Path(tmp) / "rate.db") as archive:
-        fill(archive, sample)
-        cpu, load = time.process_time(), os.getloadavg()[0]
-        report = Indexer(archive, embedder).run()
-        cpu = time.process_time() - cpu
-        tokens = sum(embedder.model.count_tokens(t) + 2 for t in sample)
+    tokens = sum(embedder.model.count_tokens(t) + 2 for t in sample)
+    for n_threads in sorted({threads, os.cpu_count() or 1}):
+        embedder.model.set_threads(n_threads)
+        with tempfile.TemporaryDirectory(dir=OUT) as tmp, \
+                Archive.open(Path(tmp) / "rate.db") as archive:
+            fill(archive, sample)
+            cpu, load = time.process_time(), os.getloadavg()[0]
+            report = Indexer(archive, embedder).run()
+            cpu = time.process_time() - cpu
         rows.append((f"chatdb index: {report.embedded:,} chat-length messages ({tokens / len(sample):.0f} "
-                     f"tokens each on average), {embedder.model.batch_tokens} tokens / "
-                     f"{embedder.model.max_seq} sequences per pass",
+                     f"tokens each on average), {n_threads} thread{'s' * (n_threads > 1)}"
+                     + (" (as chosen)" if n_threads == threads else ""),
                      f"{report.per_second:.1f} messages/s (load average {load:.1f} on "
                      f"{os.cpu_count()} cores); {report.embedded / cpu:.1f} per CPU-second"))
+    embedder.model.set_threads(threads)
     few = sample[:200]
     started = time.perf_counter()
     for text in few:
@@ -263,7 +267,8 @@ def rate_rows(embedder, texts: list[str]) -> list:
     for i in range(0, len(few), 32):
         embedder.embed_messages([(0, t) for t in few[i:i + 32]])
     batched = len(few) / (time.perf_counter() - started)
-    rows.append(("  the same 200 messages, one per forward pass (baseline)",
+    rows.append((f"  the same 200 messages, one per forward pass (baseline for "
+                 f"{embedder.model.batch_tokens} tokens / {embedder.model.max_seq} sequences a pass)",
                  f"{alone:.1f} messages/s; batched {batched:.1f} = {batched / alone:.2f}x"))
     return rows
 
@@ -395,12 +400,12 @@ def main(argv=None) -> None:
         paraphrases = [q for _, q in PAIRS]
         words = word_queries(texts, targets)
         print_table(f"recall: {len(texts):,} messages, {len(PAIRS)} labelled queries per set "
-                    f"({embedder.name}, {threads} threads)",
+                    f"({embedder.name})",
                     recall_rows(archive, model_id, embedder, targets,
                                 [("paraphrases", paraphrases), ("shared words", words)])
                     + quantization_rows(archive, model_id, embedder, data, paraphrases + words))
     ordered = [texts[i] for i in sorted(texts)]
-    rates = rate_rows(embedder, ordered)
+    rates = rate_rows(embedder, ordered, threads)
     started = time.perf_counter()
     query_vectors = [embedder.embed_query(q) for q in paraphrases]
     per_query = (time.perf_counter() - started) * 1000 / len(paraphrases)
