@@ -67,7 +67,9 @@ class MemoryIndex:
                 self.bits, self.deletions = np.empty((0, 0), np.uint64), deletions
             last = int(self.rows[-1]) if len(self.rows) else 0
             parts = [(self.rows, self.messages, self.bits)] if len(self.rows) else []
-            cursor = conn.execute(LOAD, (self.model_id, last))
+            cursor = conn.cursor()
+            cursor.row_factory = None  # plain tuples: a million sqlite3.Row cost seconds
+            cursor.execute(LOAD, (self.model_id, last))
             while batch := cursor.fetchmany(LOAD_BATCH):
                 rows, messages, blobs = zip(*batch)
                 vectors = np.frombuffer(b"".join(blobs), np.int8).reshape(len(batch), -1)
