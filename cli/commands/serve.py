@@ -100,7 +100,6 @@ def run(args) -> int:
     from server.app import ServerConfig
     from engine.serving import open_turns
     from engine.prompt.completion_prompt import CompletionPrompts
-
     from server.embeddings import EmbeddingService
     from engine.embed.model_path import resolve_embed_path
 
@@ -133,7 +132,7 @@ def run(args) -> int:
 
 
 def background_indexer(db, embed_path):
-    """The conversations the server writes, embedded as they come (every second at most)."""
+    """The conversations the server writes, embedded as they come (looked for every second)."""
     if embed_path is None:
         return None
     from engine.embed.background import BackgroundIndexer
