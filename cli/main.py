@@ -14,11 +14,7 @@ from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
 from . import output
-from .commands import register_all
-from .console import command as console
 from .interrupt import Quit
-from .model_options import fill_defaults
-from .options import db_options, db_path
 from .text_input import check_arguments
 
 DESCRIPTION = """\
@@ -27,7 +23,15 @@ Without a command, `chatdb` opens the console (see `chatdb chat --help`);
 `chatdb COMMAND --help` tells more about each command below."""
 
 
+# The commands (and what they import: numpy, the archive) are imported inside main(), where
+# a Ctrl-C during start-up is exit 130 like any other, not a traceback from an import.
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .commands import register_all
+    from .console import command as console
+    from .options import db_options
+
     parser = argparse.ArgumentParser(prog="chatdb", description=DESCRIPTION,
                                      parents=[db_options(), console.console_options()])
     parser.add_argument("--version", action="version", version=f"chatdb {_version()}")
@@ -39,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def default_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """A bare `chatdb` (options only) opens the console, as `chatdb chat` does."""
+    from .console import command as console
+
     args.conv = None
     return console.run(args)
 
@@ -48,6 +54,7 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        from .model_options import fill_defaults
         fill_defaults(args)
         check_arguments(args)
         run = getattr(args, "func", None)
@@ -64,9 +71,14 @@ def main(argv: "list[str] | None" = None) -> int:
     except OSError as exc:  # a file that cannot be read or written
         output.error(_describe_os_error(exc))
     except sqlite3.Error as exc:  # e.g. a write to a read-only archive
-        path = db_path(args) if args is not None else None
+        path = _db_path(args) if args is not None else None
         output.error(f"{path or 'database'}: {describe(exc, path)}")
     return 1
+
+
+def _db_path(args):
+    from .options import db_path
+    return db_path(args)
 
 
 def _describe_os_error(exc: OSError) -> str:
