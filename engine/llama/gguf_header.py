@@ -55,7 +55,8 @@ class _Reader:
 
     def _need(self, n: int) -> None:
         if self.pos + n > self.size:
-            raise EngineError("the GGUF header is damaged (a length runs past the end of the file)")
+            raise EngineError("the GGUF header is damaged or truncated (a length runs past the end "
+                              "of the file)")
         while self.pos + n > len(self.buf):
             more = self.f.read(max(1 << 20, len(self.buf), self.pos + n - len(self.buf)))
             if not more:
