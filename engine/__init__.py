@@ -2,11 +2,12 @@
 
 The engine's face is here: chat.py (Engine: answer any message of any
 conversation), serving.py (an engine of several sequences for a server or
-for warming), turn_result.py, describe.py, errors.py. Below it, the wings,
-each importing only those listed after it:
+for warming), describe.py, errors.py. Below it, the wings, each importing
+only those listed after it:
 
-    batching/  several turns in one forward pass: slots, their scheduler, prefill pacing, warming
-    decode/    the decode loop, stop strings and speculative decoding (drafters, policy)
+    batching/  a turn's one pipeline: jobs on slots with explicit states, stepped together
+               (the console's one slot, the server's N, warming's), prefill pacing, results
+    decode/    an answer's stream, stop strings, speculative decoding (drafters, policy, verify)
     embed/     embeddings for search by meaning: the model, its conversion, passages, indexing
     machine/   the hardware: devices, CPUs and threads, the offload plan, forward-pass costs
     kv/        a sequence's KV: its sources (live, memory, archive), the cache, the writer

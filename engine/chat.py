@@ -6,49 +6,55 @@
 
 The user's message is committed before generation starts, so a crash keeps
 it; the answer is committed when generation ends, cancelled or not.
+
+A turn is a job (batching/answer_job.py) run by the engine's slots
+(batching/scheduler.py): one slot for the console and `ask`, run on the
+caller's thread; n_seq slots for a server (batching/request_loop.py) or for
+warming (batching/warming.py), the same pipeline.
 """
 
 import time
-from dataclasses import replace
-
-import numpy as np
 
 from chatdb.archive import Archive
+from chatdb.message_match import Placement, place, unplace
 
+from .batching.answer_job import AnswerArchive, AnswerJob
+from .batching.job import Job
+from .batching.result import TurnResult
+from .batching.scheduler import Scheduler
+from .batching.slot import Slot
 from .decode.draft_model import DraftModel
-from .decode.draft_policy import DraftPolicy
-from .decode.drafting import make_drafter, resolve_mode
-from .decode.generate import Generation, generate
-from .decode.modes import DraftMode, Finish
+from .decode.drafting import Drafting, resolve_mode
+from .decode.modes import DraftMode
 from .describe import describe
-from .errors import Cancelled, EngineError
+from .errors import EngineError
 from .kv.cache import KVCache, archive_source
 from .kv import kv_type as kv_types
 from .kv.fingerprint import file_fingerprint, kv_config_fingerprint
 from .kv.layout_check import check_layout
 from .kv.modes import ROW_MODES, KVMode
 from .kv.prefetch import EarlyRead, Prefetch
-from .kv.writer import KVWriter, reopening
+from .kv.writer import KVWriter
 from .llama.gguf_header import read_facts
 from .llama.model import Model
 from .llama.model_path import resolve_model_path
-from .llama.sampling import Sampler, SamplingSettings
+from .llama.sampling import SamplingSettings
 from .llama.sequence import Sequence
 from .machine import hardware
 from .machine.offload_plan import plan_offload
 from .machine.threads import ThreadTuner
 from .machine.tuning import Tuning
 from .prompt.chat_format import ChatFormat
-from .prompt.path_tokens import PathTokens, PromptBuilder, as_chat, tokenizer_id
+from .prompt.path_tokens import PathTokens, PromptBuilder, tokenizer_id
 from .prompt.prepared import Prepared, budget, check_question, fit_prompt
-from .turn_result import TurnParts, TurnResult, speculative_figures
 
 
 class Engine:
     def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
                  warn=None, draft: "str | DraftMode" = DraftMode.AUTO, draft_model=None,
-                 kv_mode: "str | KVMode" = KVMode.AUTO, tuning: "Tuning | None" = None, early: "EarlyRead | None" = None):
+                 kv_mode: "str | KVMode" = KVMode.AUTO, tuning: "Tuning | None" = None,
+                 early: "EarlyRead | None" = None):
         self.archive, self.model, self.report, self.offload = archive, model, report, offload
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()   # for turns that pass none; set_sampling
@@ -76,9 +82,37 @@ class Engine:
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if self.draft_mode.uses_model else None)
         self.tuning = tuning or Tuning(ThreadTuner(), report)
-        self.tuning.attach(model, self.cache.decoder, archive, self.fingerprint,
+        self.tuning.attach(model, self.cache.seq, archive, self.fingerprint,
                            measure=self.draft_mode != DraftMode.OFF)
         self.prefetch = Prefetch()
+        self.keeper = AnswerArchive(archive, self.prompts, self.tokenizer, self.writer,
+                                    model.description(), model.n_ctx, self.warn)
+        self.scheduler = self._slots()
+
+    def _slots(self) -> Scheduler:
+        """A slot per sequence of the context (the model may hold fewer than asked), each
+        with its own sequence of the draft model; paced where there are several."""
+        model, n = self.model, self.model.config.n_seq_max
+        caches = [self.cache] + [self.cache.sibling(i) for i in range(1, n)]
+        costs = lambda: self.tuning.costs().verify_cost  # noqa: E731 (read as each answer starts)
+        slots = [Slot(cache, model, Drafting(self.draft_mode, self._drafter(i), costs),
+                      self.chat_format.markers)
+                 for i, cache in enumerate(caches)]
+        return Scheduler(model, slots, paced=n > 1, clock=self.tuning.clock,
+                         on_resume=self._resume, on_pause=self.tuning.after_turn)
+
+    def _drafter(self, index: int):
+        """Slot `index`'s sequence of the draft model (None: no draft model, or fewer
+        sequences there)."""
+        if self.draft is None or index >= len(self.draft.caches):
+            return None
+        return self.draft.drafter(index)
+
+    def _resume(self) -> None:
+        """Before a step after a pause: threads for the free cores now, the draft model's too."""
+        self.tuning.before_turn()
+        if self.draft is not None:
+            self.draft.follow_threads(self.model)
 
     @classmethod
     def open(cls, archive: Archive, model_path=None, *, n_ctx: "int | None" = None,
@@ -97,8 +131,8 @@ class Engine:
         cache_type = kv_types.chosen(kv_type, archive)
         tuner = ThreadTuner(threads)  # measures the others while the model loads
         report = hardware.detect()
-        chosen = plan_offload(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice, n_seq=n_seq,
-                              kv_type=cache_type)
+        chosen = plan_offload(report, read_facts(path), n_ctx=n_ctx, threads=tuner.choice,
+                              n_seq=n_seq, kv_type=cache_type)
         early = None
         if resume is not None and use_kv and archive.db_path and kv_mode != KVMode.SNAPSHOT:
             # The fingerprints the engine may have, by the mode its layout check picks.
@@ -136,7 +170,8 @@ class Engine:
             self.prefetch.start(self.archive.db_path, lambda archive, warn: self._warm(archive, head, warn))
 
     def _warm(self, archive: Archive, head: int, warn) -> None:
-        prompts, path = PromptBuilder(self.model, self.chat_format.template, archive, self.tokenizer), archive.path(head)
+        prompts = PromptBuilder(self.model, self.chat_format.template, archive, self.tokenizer)
+        path = archive.path(head)
         tokens = prompts.path_tokens(path)
         if sum(tokens.lengths) > budget(self.model.n_ctx, self.sampling, prompts.generation_tokens(path)):
             return  # left to the turn, which windows it
@@ -146,14 +181,16 @@ class Engine:
     # -- turns -------------------------------------------------------------------
 
     def reply(self, conv_id: int, text: str, *, on_text=None, cancelled=None,
-              sampling: "SamplingSettings | None" = None, progress=None) -> TurnResult:
-        """Add the user's message to the conversation and answer it.
+              sampling: "SamplingSettings | None" = None, progress=None,
+              draft: "str | DraftMode | None" = None) -> TurnResult:
+        """Add the user's message to the conversation and answer it; `draft`: this turn's
+        speculative decoding (default: the engine's).
 
         The message hangs under the path read when it is written
         (Archive.add_question); a message that does not fit is taken back.
         """
-        started = self._begin_turn()
-        settings = sampling or self.sampling
+        self._begin_turn()
+        settings, draft = sampling or self.sampling, self._draft(draft)
         question = self.archive.add_question(conv_id, text)
         try:
             path = self.archive.path(question.id)
@@ -161,142 +198,98 @@ class Engine:
         except BaseException:
             self.archive.retract(question.id)
             raise
-        return self._answer(TurnParts(conv_id, question.id, started, head=question.id), path,
-                            on_text, cancelled, settings, progress)
+        # Reading a long path may be stopped (Cancelled): the question stays, unanswered.
+        job = self._job(conv_id, path, settings, head=question.id, on_text=on_text,
+                        cancelled=cancelled, progress=progress, draft=draft)
+        return self.scheduler.run(job)
 
     def answer(self, conv_id: int, message_id: int, *, on_text=None, cancelled=None,
                sampling: "SamplingSettings | None" = None, progress=None,
-               stop: "list[str] | None" = None) -> TurnResult:
+               stop: "list[str] | None" = None, draft: "str | DraftMode | None" = None
+               ) -> TurnResult:
         """Answer an existing message (regenerate, after an edit, or a question
         written before the model loaded) as a new branch; `stop` strings end the
         answer where one appears (not part of it)."""
-        settings = sampling or self.sampling
-        turn, path = self.start_answer(conv_id, message_id, settings)
-        return self._answer(turn, path, on_text, cancelled, settings, progress, stop)
+        self._begin_turn()
+        job = self.answer_job(conv_id, message_id, sampling or self.sampling, on_text=on_text,
+                              cancelled=cancelled, progress=progress, stop=list(stop or []),
+                              draft=self._draft(draft))
+        return self.scheduler.run(job)
 
-    def start_answer(self, conv_id: int, message_id: int,
-                     settings: SamplingSettings) -> "tuple[TurnParts, list]":
-        """A turn answering an existing message: its parts, and the path (PromptTooLong
-        unless its question fits)."""
-        started = self._begin_turn()
-        path = self.archive.path(message_id)
-        asked = message_id if path[-1].role == "user" else None
-        turn = TurnParts(conv_id, asked, started, head=self.archive.conversation(conv_id).head_id)
-        if asked is not None:
-            check_question(self.prompts, path, settings)
-        return turn, path
-
-    def _begin_turn(self) -> float:
-        """Start a turn's own warnings (a restore ahead of it reports into them); its start time."""
+    def _begin_turn(self) -> None:
+        """Start a console turn's own warnings (a restore ahead of it reports into them)."""
         self.warnings = []
         self.prefetch.wait(self.warn)
-        return time.perf_counter()
 
-    def _answer(self, turn: TurnParts, path, on_text, cancelled, settings, progress,
-                stop=None) -> TurnResult:
-        self.tuning.before_turn()
-        if self.draft is not None:
-            self.draft.follow_threads(self.model)
-        self.prompts.cancelled = cancelled   # reading a long path stops on Ctrl-C too
-        prepared = self.prepare_turn(turn, path, settings)
-        prompt, window = prepared.prompt, prepared.window
-        acquired = self.cache.acquire(prompt, window.tokens, progress,
-                                      capture=prepared.question_end, cancelled=cancelled,
-                                      window_key=prepared.key)
-        drafter, draft_kv = self._drafter(prompt, None if window.left_out else window.tokens)
-        with Sampler(settings, self.model.n_vocab, self.model.vocab) as sampler:
-            if settings.penalised:
-                sampler.accept(self.cache.live[-settings.repeat_last_n:].tolist())
-            # A fresh policy per answer: the same prompt and seed give the same batches.
-            policy = DraftPolicy(self.tuning.costs().verify_cost)
-            gen = generate(self.model, self.cache, sampler, settings.max_tokens, on_text,
-                           cancelled, drafter, policy, self.tuning.clock,
-                           list(stop or []) + self.chat_format.markers)
-        self.tuning.after_turn(gen.timings)
-        return self.finish_turn(turn, prepared, gen, acquired, self.cache,
-                                speculative_figures(self.draft_mode, gen, policy, draft_kv))
+    def _draft(self, mode: "str | DraftMode | None") -> "DraftMode | None":
+        """A turn's own drafting, checked as --draft is (None: the engine's)."""
+        if mode is None:
+            return None
+        return resolve_mode(mode, self.draft is not None, self.model.cuts_back)
 
-    def prepare_turn(self, turn: TurnParts, path, settings: SamplingSettings) -> Prepared:
-        """The prompt answering the last message of `path`, fitted to the context."""
+    # -- jobs, for any scheduler of this engine's slots -------------------------------------
+
+    def answer_job(self, conv_id: int, message_id: int, sampling: SamplingSettings,
+                   **callbacks) -> AnswerJob:
+        """The job answering message `message_id` (PromptTooLong unless its question fits);
+        `callbacks`: Job's on_text, on_logprob, cancelled, progress, stop, follows, draft,
+        on_end. A job following another answers the same prompt."""
+        started = time.perf_counter()
+        head = self.archive.conversation(conv_id).head_id
+        leader = callbacks.get("follows")
+        if isinstance(leader, AnswerJob):
+            return AnswerJob.of(self.keeper, conv_id, leader.prepared, sampling, head,
+                                leader.user_message_id, started=started,
+                                warnings=self.warnings, **callbacks)
+        path = self.archive.path(message_id)
+        if path[-1].role == "user":
+            check_question(self.prompts, path, sampling)
+        return self._job(conv_id, path, sampling, head, started=started, **callbacks)
+
+    def _job(self, conv_id: int, path, sampling: SamplingSettings, head,
+             **callbacks) -> AnswerJob:
+        asked = path[-1].id if path[-1].role == "user" else None
+        prepared = self._fitted(path, sampling, callbacks.get("cancelled"))
+        return AnswerJob.of(self.keeper, conv_id, prepared, sampling, head, asked,
+                            warnings=self.warnings, **callbacks)
+
+    def _fitted(self, path, settings: SamplingSettings, cancelled=None) -> Prepared:
+        """The prompt answering the last message of `path`, fitted to the context; reading
+        a long path stops (Cancelled) when `cancelled()` turns true."""
+        self.prompts.stop_when(cancelled)
         fitted = fit_prompt(self.prompts, path, settings, self.fingerprint)
         if fitted.window.left_out:
             self.warn(f"the conversation is longer than the context: the oldest "
                       f"{fitted.window.left_out} messages after the system prompt are left out")
-        turn.prompt_tokens, turn.left_out_messages = len(fitted.prompt), fitted.window.left_out
         return fitted
 
-    def finish_turn(self, turn: TurnParts, prepared: Prepared, gen: Generation, acquired,
-                    cache: KVCache, speculative: dict) -> TurnResult:
-        """Commit the answer `cache`'s sequence generated, and store that sequence's KV."""
-        if gen.finish == Finish.CANCELLED and not gen.tokens:
-            raise Cancelled()  # nothing was said: no empty answer joins later prompts
-        message_id, answer = self._save_answer(turn, prepared.path, prepared.opening, gen,
-                                               len(prepared.window.tokens.flat()), cache)
-        self._store_kv(prepared.window, message_id, answer, prepared.key, cache,
-                       reopening(acquired.source, acquired.restored_tokens, prepared))
-        return turn.result(message_id, gen, acquired, self.warnings, speculative)
+    def completion_job(self, prompt: "list[int]", sampling: SamplingSettings, **callbacks) -> Job:
+        """A job answering raw prompt tokens (a completion): nothing placed or stored."""
+        return Job(prompt=prompt, sampling=sampling, **callbacks)
 
-    def store_path_kv(self, tokens: PathTokens, cache: KVCache, key: "str | None" = None, *,
-                      used_at: "str | None" = None, reopened=None) -> bool:
-        """Store the KV of a path that `cache`'s sequence holds (under `key` for a window);
-        False where it does not hold exactly that path. `used_at`, `reopened`: as StoreJob's."""
-        if self.writer is None or not tokens.stable or not np.array_equal(cache.live, tokens.flat()):
-            return False
-        job = cache.store_job(tokens, key)   # copied out now, written meanwhile
-        self.writer.submit(replace(job, used_at=used_at, reopened=reopened))
-        return True
+    def place(self, messages, title: str = "", meta: "dict | None" = None) -> Placement:
+        """A client's whole message list in the tree: the longest stored path with the same
+        messages is reused, only what follows is added (chatdb.message_match)."""
+        return place(self.archive, messages, title, meta or {})
 
-    def _drafter(self, prompt: np.ndarray, path: "PathTokens | None"):
-        """(the drafter for this answer, how the draft model's KV was obtained or None)."""
-        # The draft model's KV is restored too, like the target's.
-        draft_kv = self.draft.cache.acquire(prompt, path) if self.draft is not None else None
-        return make_drafter(self.draft_mode, prompt.tolist(), self.draft), draft_kv
+    def unplace(self, placement: Placement) -> None:
+        """Take back the messages `placement` added (a request refused before any answer)."""
+        unplace(self.archive, placement)
 
-    def _save_answer(self, turn: TurnParts, path, opening, gen: Generation, start: int,
-                     cache: KVCache) -> "tuple[int, list[int] | None]":
-        """Commit the answer with its exact tokens, and feed its tail to the model;
-        (its message id, those tokens or None).
-
-        The head moves to it only if it is still at `turn.head`, where this turn
-        found or left it: another turn that moved it meanwhile keeps its branch.
-        """
-        answer = self._exact_answer(path, opening, gen)
-        with self.archive.transaction():
-            message = self.archive.add_message(
-                turn.conversation_id, "assistant", gen.text, parent_id=path[-1].id,
-                status=gen.status, meta={"finish": gen.finish, "model": self.model.description()},
-                move_head=False)
-            self.archive.advance_head(turn.conversation_id, turn.head, message.id)
-            if answer is not None:
-                self.archive.tokens.put(message.id, self.tokenizer, answer)
-        tail = answer[len(cache.live) - start:] if answer is not None else []
-        if answer is not None and len(cache.live) + len(tail) <= self.model.n_ctx:
-            cache.extend(tail)   # the model has seen the answer up to the live end
-        # An answer that ran into the context's end is kept; its KV, which the
-        # context cannot hold with the answer's closing tokens, is not stored.
-        return message.id, answer
-
-    def _exact_answer(self, path, opening, gen: Generation) -> "list[int] | None":
-        """The answer's exact tokens; None (the answer is kept all the same) when the
-        template renders it other than as it was generated."""
-        try:
-            return self.prompts.answer_tokens(as_chat(path), opening, gen.text, gen.tokens,
-                                              gen.covered)
-        except EngineError as exc:  # not prefix-stable, or failing on this answer
-            self.warn(f"the answer's tokens are not stored: {exc}")
+    def unstored_path(self, conv_id: int) -> "PathTokens | None":
+        """The path tokens of a conversation whose head has no stored KV, else None."""
+        head = self.archive.conversation(conv_id).head_id
+        if head is None:
             return None
+        stored = self.archive.kv.deepest_restorable(head, self.fingerprint)
+        if stored is not None and stored.message_id == head:
+            return None
+        return self.prompts.path_tokens(self.archive.path(head))
 
-    def _store_kv(self, window, message_id: int, answer: "list[int] | None", key: "str | None",
-                  cache: KVCache, reopened=None) -> None:
-        """Store the KV of the window (the path, or its windowed part) and the answer."""
-        if answer is None or not window.tokens.stable:
-            return  # the template is not prefix-stable: no exact tokens to key KV by
-        full = PathTokens(window.tokens.message_ids + [message_id],
-                          window.tokens.arrays + [np.asarray(answer, np.int32)])
-        if self.store_path_kv(full, cache, key, reopened=reopened) and self.draft is not None and key is None \
-                and cache is self.cache:
-            self.draft.cache.follow(full.flat())
-            self.writer.submit(self.draft.cache.store_job(full))
+    @property
+    def threads(self) -> dict:
+        """The decode and batch threads in use."""
+        return {"decode": self.model.config.n_threads, "batch": self.model.threads_batch}
 
     # -- reporting and shutdown ------------------------------------------------
 
@@ -310,9 +303,11 @@ class Engine:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        self.scheduler.close()
         if self.draft is not None:
             self.draft.close()
-        self.cache.close()
+        for slot in self.scheduler.slots:
+            slot.cache.close()
         self.model.close()
 
     def flush(self) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from chatdb.archive import Archive
 
-from .batching.scheduler import SlotScheduler
+from .batching.request_loop import RequestLoop
 from .batching.warming import Warmer
 from .chat import Engine
 from .decode.modes import DraftMode
@@ -26,9 +26,9 @@ def default_parallel() -> int:
 
 
 def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, parallel=None,
-               queue=None, warn=None, kv_type=None):
+               queue=None, warn=None, kv_type=None, draft=DraftMode.AUTO, draft_model=None):
     """(turns, parallel, model path): turns answered by continuous batching, on a model
-    loaded on its own thread."""
+    loaded on its own thread, drafting in every slot as `draft` says (--draft)."""
     path = resolve_model_path(model_path)
     parallel = parallel or default_parallel()
     capacity = parallel + (queue if queue is not None else 4 * parallel)
@@ -37,12 +37,13 @@ def open_turns(db_path: Path, model_path=None, *, n_ctx=None, use_kv=True, paral
         archive = Archive.open(db_path)
         try:
             return Engine.open(archive, path, n_ctx=n_ctx, use_kv=use_kv, warn=warn,
-                               draft=DraftMode.OFF, n_seq=parallel, kv_type=kv_type)
+                               draft=draft, draft_model=draft_model, n_seq=parallel,
+                               kv_type=kv_type)
         except BaseException:
             archive.close()
             raise
 
-    turns = SlotScheduler(open_engine, parallel, capacity)
+    turns = RequestLoop(open_engine, capacity)
     turns.start()
     return turns, len(turns.slots), str(path)
 
@@ -55,11 +56,7 @@ def open_warming(archive: Archive, model_path=None, *, n_ctx=None, parallel=None
     parallel = parallel or default_parallel()
     engine = Engine.open(archive, model_path, n_ctx=n_ctx, warn=warn, draft=DraftMode.OFF,
                          n_seq=parallel, kv_type=kv_type)
-    n = engine.model.config.n_seq_max       # the model may allow fewer
-    caches = [engine.cache] + [engine.cache.sibling(i) for i in range(1, n)]
     try:
-        yield Warmer(engine, caches)
+        yield Warmer(engine, archive)
     finally:
-        for cache in caches[1:]:
-            cache.close()
         engine.close()

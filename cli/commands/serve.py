@@ -7,6 +7,8 @@ import os
 from chatdb.connection import disk_full
 from chatdb.errors import ChatdbError
 
+from engine.decode.modes import ASKED
+
 from .. import output
 from ..meaning import add_embed_option
 from ..model_options import add_kv_type_option, sampling_from
@@ -72,6 +74,12 @@ def register(subparsers) -> None:
                         "within the open-file limit)")
     parser.add_argument("--head-timeout", type=float, default=10.0, metavar="S",
                         help="seconds a request's head may take to arrive (default 10)")
+    parser.add_argument("--draft", choices=ASKED, default=argparse.SUPPRESS,
+                        help="speculative decoding in every slot, verified in the batch with the "
+                             "other requests' tokens: guesses from the conversation's own text "
+                             "(lookup), from --draft-model, or both (auto, the default)")
+    parser.add_argument("--draft-model", metavar="PATH", default=argparse.SUPPRESS,
+                        help="a smaller GGUF model sharing the main model's vocabulary")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive")
     add_kv_type_option(parser)
@@ -109,7 +117,8 @@ def run(args) -> int:
         turns, parallel, path = open_turns(db_path(args), args.model, n_ctx=args.ctx,
                                            use_kv=not args.no_kv, parallel=args.parallel,
                                            queue=args.queue, warn=output.warning,
-                                           kv_type=getattr(args, "kv_type", None))
+                                           kv_type=getattr(args, "kv_type", None),
+                                           draft=args.draft, draft_model=args.draft_model)
     except BaseException:
         sock.close()
         raise

@@ -1,214 +1,91 @@
-"""Continuous batching: several turns share one model, one context, one forward pass per step.
+"""Slots stepped together: one forward pass per step holds what every busy slot computes next.
 
-Each slot (slot.py) is one sequence of the shared llama.cpp context, with
-its own KVCache (restored from the live prefix, memory or the archive, as
-in the console) and the turn it answers. A step decodes, in one
-llama_decode, one token of every slot that is generating plus chunks of
-the prompts of slots still reading theirs (in equal parts),
-sized so a step stays short (prefill_pace.py: a request arriving meanwhile
-joins at the next step, and the answers being generated keep their pace);
-then every generating slot samples
-its next token from its own row of logits. A finished slot stores its
-answer and KV and takes the next waiting turn; a cancelled one ends at its
-next step, its answer kept, marked interrupted.
+The one pipeline for a turn. The console's and `ask`'s turn is a scheduler
+of one slot, run on the caller's thread (`run`); `chatdb serve` is one of N
+slots, run on a thread of its own (request_loop.py); `chatdb warm` gives N
+slots jobs that stop after reading their prompt (warming.py).
 
-Speculative decoding is not used here: one token per sequence per step.
-Threads are re-checked against the free cores whenever a batch starts
-after a pause, as the console does before each turn.
+A step: every generating slot adds its next token and its drafted guesses;
+slots reading a prompt share what room is left in equal parts (share), in
+arrival order; the batch is decoded once, in sequence order (llama.cpp
+keeps consecutive sequence ids in one pass); then each slot reads back its
+own rows. With more than one slot the prompt tokens of a step are paced
+(prefill_pace.py), so a request arriving meanwhile joins at the next step
+and the answers being generated keep their pace; one slot reads in whole
+batches. A pass that holds one slot reading its prompt alone can be stopped
+within a graph node (Ctrl-C: llama.cpp's abort callback asks the job).
 
-What a front-end calls: start, submit (False when full: the client hears "busy"), busy,
-close.
+`on_resume` runs when a step follows a pause (threads re-chosen for the
+free cores now), `on_pause(timings)` when the last busy slot ends, with
+(rows, cells, ms) of each pass that held one generating slot alone.
 """
 
-import queue
-import threading
 import time
 
-import numpy as np
-
-from chatdb.message_match import place, unplace
-
-from ..decode.modes import Finish
-from ..errors import Cancelled
-from ..kv.sources import common_prefix
+from ..errors import Cancelled, EngineError
 from ..llama.batch import MultiBatch
-from ..prompt.prepared import RawPrompt
-from ..turn_result import raw_result
+from .job import Job
 from .prefill_pace import PrefillPace, share
-from .slot import Slot
-from .turn_request import TurnRequest, TurnCancelled, TurnOutcome
+from .slot import Slot, SlotState
+
+ONGOING = (SlotState.GENERATING, SlotState.STORING)
 
 
-class SlotScheduler:
-    def __init__(self, open_engine, parallel: int, capacity: int):
-        self.parallel, self.capacity = parallel, capacity
-        self.jobs: queue.Queue = queue.Queue()
-        self.ready = threading.Event()
-        self.engine = None
-        self.batch: "MultiBatch | None" = None
-        self.pace: "PrefillPace | None" = None
-        self.failure: "Exception | None" = None
-        self.slots: list[Slot] = []
-        self._count = 0                       # answers running and waiting
-        self.held: "TurnRequest | None" = None       # waits for as many free slots as it has answers
-        self._lock = threading.Lock()
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, args=(open_engine,),
-                                        name="chatdb-slots", daemon=True)
-
-    # -- what a front-end calls ---------------------------------------------------
-
-    def start(self) -> None:
-        """Load the engine (on its thread); returns when it is ready or has failed."""
-        self._thread.start()
-        self.ready.wait()
-        if self.failure is not None:
-            raise self.failure
+class Scheduler:
+    def __init__(self, model, slots: list[Slot], paced: bool = False, clock=time.perf_counter,
+                 on_resume=None, on_pause=None):
+        self.model, self.slots, self.clock = model, slots, clock
+        self.batch = MultiBatch(model, model.config.n_batch)
+        self.pace = PrefillPace(self.batch.capacity) if paced else None
+        self.on_resume, self.on_pause = on_resume, on_pause
+        self.timings: list = []
 
     @property
-    def busy(self) -> int:
-        return self._count
+    def busy(self) -> list[Slot]:
+        return [s for s in self.slots if s.busy]
+
+    @property
+    def free(self) -> int:
+        return sum(1 for s in self.slots if not s.busy)
 
     @property
     def most_sequences(self) -> int:
         """The most sequences one forward pass has held so far."""
-        return self.batch.most_sequences if self.batch is not None else 0
+        return self.batch.most_sequences
 
-    @property
-    def threads(self) -> "dict | None":
-        """The decode and batch threads in use (re-chosen whenever a batch starts after a pause)."""
-        if self.engine is None:
-            return None
-        model = self.engine.model
-        return {"decode": model.config.n_threads, "batch": model.threads_batch}
+    # -- jobs ----------------------------------------------------------------------------
 
-    def submit(self, turn: TurnRequest) -> bool:
-        with self._lock:
-            if self._count + turn.answers > self.capacity or self._closing:
-                return False
-            self._count += turn.answers
-        self.jobs.put(turn)
-        return True
-
-    def cancel_all(self) -> None:
-        """Take no more turns; cancel what waits, end running answers at their next step
-        (each is kept, interrupted). Safe from a signal handler: it only sets flags."""
-        self._closing = True
-        for turn in list(self.jobs.queue) + [self.held]:
-            if turn is not None:
-                turn.cancelled.set()
-        for slot in self.slots:
-            if slot.turn is not None:
-                slot.turn.cancelled.set()
-
-    def close(self) -> None:
-        """cancel_all(), then wait for the answers to be stored and their KV; free."""
-        self.cancel_all()
-        if self._thread.is_alive():
-            self.jobs.put(None)
-            self._thread.join()
-
-    # -- the scheduler's thread -------------------------------------------------
-
-    def _run(self, open_engine) -> None:
+    def run(self, job: Job):
+        """Run `job` on this thread until it ends; its result (or its error raised)."""
+        self.assign(job)
         try:
-            self.engine = engine = open_engine()
-            n = min(self.parallel, engine.model.config.n_seq_max)   # the model may allow fewer
-            self.slots = [Slot(engine.cache)] + [Slot(engine.cache.sibling(i)) for i in range(1, n)]
-            self.batch = MultiBatch(engine.model, engine.model.config.n_batch)
-            self.pace = PrefillPace(self.batch.capacity)
-        except Exception as exc:  # reported by start()
-            self.failure = exc
-            self.ready.set()
-            return
-        self.ready.set()
+            while self.busy:
+                self.step()
+        except BaseException as exc:   # a second Ctrl-C, say: what was queued is not held
+            for slot in self.busy:
+                slot.failed(exc, stopped=True)
+            raise
+        return job.outcome()
+
+    def assign(self, job: Job) -> "Slot | None":
+        """Give `job` the best free slot (one following another job waits beside the slot
+        reading that job's prompt); None, and the job ended with the error, if it could
+        not start."""
+        if not self.busy and self.on_resume is not None:
+            self.on_resume()
+        leader = next((s for s in self.slots if s.job is job.follows), None) if job.follows else None
+        slot = self._best_slot(job)
         try:
-            self._loop()
-        finally:
-            self.batch.close()
-            for slot in self.slots[1:]:
-                slot.cache.close()
-            self.engine.close()
-            self.engine.archive.close()
-
-    def _loop(self) -> None:
-        stopping = False
-        while not stopping or self._busy_slots():
-            idle = not self._busy_slots()
-            stopping = self._admit(block=idle and not stopping) or stopping
-            if idle and self._busy_slots():
-                self.engine.tuning.before_turn()   # after a pause: threads for the free cores now
-            if self._busy_slots():
-                try:
-                    self._step()
-                except Exception as exc:  # a fault of ours: the turns under way hear of it
-                    for slot in self._busy_slots():
-                        slot.cache.reset()
-                        self._end(slot, error=exc)
-                if not self._busy_slots():
-                    self.engine.tuning.after_turn([])   # idle from here (no drafting to refine)
-
-    def _busy_slots(self) -> list[Slot]:
-        return [s for s in self.slots if not s.free]
-
-    def _admit(self, block: bool) -> bool:
-        """Give free slots waiting turns; True once the close sentinel was seen. A turn
-        of n answers waits, holding up those behind it, until n slots are free."""
-        while any(s.free for s in self.slots):
-            turn, self.held = self.held, None
-            if turn is None:
-                try:
-                    turn = self.jobs.get(block=block)
-                except queue.Empty:
-                    return False
-                if turn is None:
-                    return True
-            block = False
-            if turn.answers > sum(s.free for s in self.slots):
-                self.held = turn
-                return False
-            self._begin(turn)
-        return False
-
-    def _begin(self, turn: TurnRequest) -> None:
-        engine, placement = self.engine, None
-        try:
-            if turn.cancelled.is_set():
-                raise TurnCancelled()
-            if turn.prompt is not None:
-                return self._begin_raw(turn)
-            placement = place(engine.archive, turn.messages, turn.title, turn.meta)
-            parts, path = engine.start_answer(placement.conversation_id, placement.path[-1].id,
-                                              turn.sampling)
-            prepared = engine.prepare_turn(parts, path, turn.sampling)
-            slot = self._best_slot(prepared.prompt)
-            acquired = slot.cache.restore(prepared.prompt, prepared.window.tokens,
-                                          window_key=prepared.key)
-            slot.begin(turn, placement, parts, prepared, acquired, engine.model,
-                       engine.chat_format.markers)
+            if job.follows is not None and leader is None:
+                raise Cancelled()   # the job it follows ended before this one started
+            slot.start(job, leader)
         except Exception as exc:
-            if placement is not None:   # refused before any answer: keep none of its messages
-                try:
-                    unplace(engine.archive, placement)
-                except Exception:   # e.g. a full disk: the question stays, the refusal is said
-                    pass
-            for each in [turn] + turn.siblings:
-                self._finished(each, error=exc)
-            return
-        for sibling in turn.siblings:   # their slots were free when the turn was admitted
-            self._best_slot(prepared.prompt).follow(sibling, slot, engine.model,
-                                                    engine.chat_format.markers)
+            job.end(exc)
+            self._paused_if_idle()
+            return None
+        return slot
 
-    def _begin_raw(self, turn: TurnRequest) -> None:
-        """A completion: its prompt's KV from the live prefix or memory, nothing placed."""
-        prepared = RawPrompt(np.asarray(turn.prompt, np.int32))
-        slot = self._best_slot(prepared.prompt)
-        acquired = slot.cache.restore(prepared.prompt, None)
-        slot.begin(turn, None, None, prepared, acquired, self.engine.model, [])
-        for sibling in turn.siblings:
-            self._best_slot(prepared.prompt).follow(sibling, slot, self.engine.model, [])
-
-    def _best_slot(self, prompt) -> Slot:
+    def _best_slot(self, job: Job) -> Slot:
         """The free slot that keeps the busy sequences in one run of ids, and of those the
         one already holding most of the prompt.
 
@@ -218,97 +95,81 @@ class SlotScheduler:
         a prefix left in another slot costs at most one restore, from memory
         or the archive.
         """
-        free = [s for s in self.slots if s.free]
-        return min(free, key=lambda s: (self._runs_with(s), -common_prefix(s.seq.tokens, prompt)))
+        free = [s for s in self.slots if not s.busy]
+        if not free:
+            raise EngineError("no free slot for the job")
+        return min(free, key=lambda s: (self._runs_with(s), -s.holds(job.prompt)))
 
     def _runs_with(self, chosen: Slot) -> int:
         """Runs of consecutive busy slots if `chosen` were busy too."""
-        busy = [not s.free or s is chosen for s in self.slots]
+        busy = [s.busy or s is chosen for s in self.slots]
         return sum(1 for i, b in enumerate(busy) if b and (i == 0 or not busy[i - 1]))
 
-    def _step(self) -> None:
+    # -- a step -----------------------------------------------------------------------------
+
+    def step(self) -> None:
         """One forward pass for every busy slot."""
-        for slot in self._busy_slots():
-            if slot.turn.cancelled.is_set() and not slot.generating:
-                self._end(slot, error=TurnCancelled())  # gone while its prompt was read
-        active = self._busy_slots()
-        generating = [s for s in active if s.generating]
-        reading = sorted((s for s in active if s.reading), key=lambda s: s.compute_started)
-        fed = self._prompt_parts(reading)
-        parts = {slot.seq.seq_id: part for slot, part in fed}
-        for slot in active:   # in sequence order: llama.cpp keeps consecutive ids in one pass
-            if slot.seq.seq_id in parts:
-                part = parts[slot.seq.seq_id]
-                slot.logits_at = self.batch.add(slot.seq.seq_id, part.tolist(),
-                                                len(slot.seq.tokens), len(part) == len(slot.pending))
-            elif slot.generating:
-                slot.logits_at = self.batch.add(slot.seq.seq_id, [slot.next_token],
-                                                len(slot.seq.tokens), True)
-        tokens, started = self.batch.queued, time.perf_counter()
+        for slot in self.busy:
+            slot.cancel_check()
+        stepped = self._plan()
+        if not stepped:
+            if self.busy and any(s.state != SlotState.WAITING for s in self.busy):
+                for slot in self.busy:   # a bug, not a hang
+                    slot.failed(EngineError("busy slots with nothing to compute"))
+            return self._paused_if_idle()
+        for slot in stepped:   # in sequence order
+            slot.queue(self.batch)
+        alone = stepped[0] if len(stepped) == 1 else None
+        cells = alone.cells if alone is not None and alone.state == SlotState.GENERATING else None
+        tokens, started, ticked = self.batch.queued, time.perf_counter(), self.clock()
         try:
-            sequences = self.batch.decode()
+            held = self.batch.decode(alone.abort if alone is not None else None)
+        except Cancelled as exc:
+            alone.failed(exc, stopped=True)
+            return self._paused_if_idle()
+        except Exception as exc:   # a fault of ours: the jobs under way hear of it
+            for slot in stepped:
+                slot.failed(exc)
+            return self._paused_if_idle()
+        ms = (self.clock() - ticked) * 1000
+        if self.pace is not None:
             self.pace.record(tokens, time.perf_counter() - started)
-        except Exception as exc:
-            for slot in active:
-                slot.cache.reset()    # what it holds is unknown after a failed step
-                self._end(slot, error=exc)
-            return
-        for slot in generating:
-            slot.seq.mark_decoded([slot.next_token])
-            slot.passed(sequences, reading=False)
-        for slot, part in fed:
-            slot.fed(part)
-            slot.passed(sequences, reading=True)
-        # Other answers to a prompt read in this step start from its KV and its logits.
-        started = [s for s in active if s.following is not None and s.following.generating]
-        for slot in started:
-            slot.take_prompt()
-        stepped = generating + [s for s, _ in fed if s.generating] + started
-        # Every slot samples before any finishes: finishing feeds the answer's tail to
-        # its sequence, a decode of its own that replaces this step's logits.
-        ended = [s for s in stepped if s.sample(self.engine.model.ctx, self.engine.model.n_ctx)]
-        for slot in ended:
-            self._finish(slot)
+        if cells is not None:
+            self.timings.append((tokens, cells, ms))
+        for slot in stepped:
+            try:
+                slot.decoded(held)
+            except Exception as exc:   # its sampler or its job failed: that job alone ends
+                slot.failed(exc)
+        self._paused_if_idle()
 
-    def _prompt_parts(self, reading: list[Slot]) -> list:
-        """The chunks of the prompts being read (in arrival order) this step: [(slot, part)]."""
-        room = self.batch.room - sum(1 for s in self.slots if s.generating)
-        wanted = [len(slot.chunk(room)) for slot in reading]
-        shares = share(wanted, max(0, min(room, self.pace.chunk())))
-        return [(slot, slot.chunk(given)) for slot, given in zip(reading, shares) if given]
+    def _plan(self) -> list[Slot]:
+        """Every busy slot chooses its tokens for this step; those that have any."""
+        busy, room = self.busy, self.batch.capacity
+        ongoing = [s for s in busy if s.state in ONGOING]
+        for i, slot in enumerate(ongoing):   # a token each for those after it, at least
+            room -= self._planned(slot, room - (len(ongoing) - 1 - i))
+        reading = sorted((s for s in busy if s.state == SlotState.READING),
+                         key=lambda s: s.arrived)
+        budget = room if self.pace is None else min(room, self.pace.chunk())
+        for slot, given in zip(reading, share([s.wants(room) for s in reading], max(0, budget))):
+            self._planned(slot, room, given)
+        return [s for s in busy if s.busy and s.planned]
 
-    def _finish(self, slot: Slot) -> None:
-        gen = slot.generation()
+    @staticmethod
+    def _planned(slot: Slot, room: int, prompt_share: int = 0) -> int:
+        """The tokens `slot` plans this step (0 if planning failed: its job ends)."""
         try:
-            if slot.parts is None:   # a completion: nothing is stored
-                if gen.finish == Finish.CANCELLED and not gen.tokens:
-                    raise TurnCancelled()
-                result = raw_result(gen, slot.acquired, len(slot.prepared.prompt),
-                                    slot.compute_started)
-            else:
-                result = self.engine.finish_turn(slot.parts, slot.prepared, gen, slot.acquired,
-                                                 slot.cache, {})
-        except Exception as exc:
-            self._end(slot, error=exc)
-            return
-        self._end(slot, outcome=TurnOutcome(slot.placement, result, slot.figures))
+            return slot.plan(room, prompt_share)
+        except Exception as exc:   # its drafter failed, say
+            slot.failed(exc)
+            return 0
 
-    def _end(self, slot: Slot, outcome=None, error=None) -> None:
-        turn = slot.turn
-        if turn is None:
-            return
-        slot.release()
-        self._finished(turn, outcome, error)
-        for other in self.slots:   # answers still waiting for this one's prompt
-            if other.following is slot:
-                self._end(other, error=error or TurnCancelled())
+    def _paused_if_idle(self) -> None:
+        if not self.busy:
+            timings, self.timings = self.timings, []
+            if self.on_pause is not None:
+                self.on_pause(timings)
 
-    def _finished(self, turn: TurnRequest, outcome=None, error=None) -> None:
-        with self._lock:
-            self._count -= 1
-        if isinstance(error, Cancelled):
-            error = TurnCancelled()
-        if error is not None:
-            turn.on_error(error)
-        else:
-            turn.on_done(outcome)
+    def close(self) -> None:
+        self.batch.close()

@@ -1,1 +1,2 @@
-"""Generating an answer: the decode loop, stop strings, and speculative decoding."""
+"""An answer's tokens as sampled: streamed text, stop strings, and speculative decoding
+(drafters, the draft policy, verification)."""

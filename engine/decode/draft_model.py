@@ -1,8 +1,10 @@
 """A smaller model that guesses the target's next tokens (speculative decoding).
 
-Its KV follows the conversation like the target's: the same prefix reuse in
-memory, and its own segments in the archive under its own fingerprint, so a
-resumed chat restores both models' state.
+It has a sequence for each of the target's (a slot's drafter: `drafter(i)`),
+and its KV follows each slot's conversation like the target's: the same
+prefix reuse in memory, and its own segments in the archive under its own
+fingerprint, so a resumed chat restores both models' state. Its guesses are
+computed one slot at a time, each in its own sequence.
 """
 
 import numpy as np
@@ -32,10 +34,20 @@ class DraftModel:
         self.layout, self.kv_mode = check_layout(self.model, warn)
         self.fingerprint = kv_config_fingerprint(file_fingerprint(path, archive.fingerprints),
                                                  self.model.config, self.kv_mode, role="draft")
-        self.cache = KVCache(Sequence(self.model), archive,
-                             archive_source(self.kv_mode, self.fingerprint, self.layout),
-                             use_archive=use_archive, warn=warn)
+        first = KVCache(Sequence(self.model), archive,
+                        archive_source(self.kv_mode, self.fingerprint, self.layout),
+                        use_archive=use_archive, warn=warn)
+        self.caches = [first] + [first.sibling(i) for i in range(1, self.model.config.n_seq_max)]
         self.sampler = Sampler(SamplingSettings(temperature=0))
+
+    @property
+    def cache(self) -> KVCache:
+        """The first sequence's (the console's)."""
+        return self.caches[0]
+
+    def drafter(self, index: int) -> "ModelDrafter":
+        """The drafter of the target's sequence `index`."""
+        return ModelDrafter(self, self.caches[index])
 
     def follow_threads(self, target: Model) -> None:
         """Use the target's thread counts (chosen for the free cores before each turn)."""
@@ -43,20 +55,27 @@ class DraftModel:
         if (decode, batch) != (self.model.config.n_threads, self.model.threads_batch):
             self.model.set_threads(decode, batch)
 
+    def close(self) -> None:
+        self.sampler.close()
+        for cache in self.caches:
+            cache.close()
+        self.model.close()
+
+
+class ModelDrafter:
+    """Greedy guesses of the draft model in one of its sequences."""
+
+    def __init__(self, draft: DraftModel, cache: KVCache):
+        self.draft, self.cache = draft, cache
+
     def propose(self, context: list[int], k: int) -> list[int]:
         """k greedy guesses after `context`."""
         self.cache.follow(np.asarray(context, np.int32))
-        drafts, position = [], len(context)
+        sampler, ctx, seq = self.draft.sampler, self.draft.model.ctx, self.cache.seq
+        drafts = []
         for j in range(k):
-            token = self.sampler.sample(self.model.ctx)
+            token = sampler.sample(ctx)
             drafts.append(token)
             if j + 1 < k:
-                self.cache.decoder.step(token, position)
-                self.cache.mark_decoded([token])
-                position += 1
+                seq.step(token)
         return drafts
-
-    def close(self) -> None:
-        self.sampler.close()
-        self.cache.close()
-        self.model.close()

@@ -1,4 +1,4 @@
-"""Getting a sequence's KV for a prompt: the best source's state, the rest computed.
+"""Getting a sequence's KV for a prompt: the best source's state (the rest is the slot's to compute).
 
 Sources (sources.py), best first for the same length: what the sequence
 already holds (prefix reuse), recently used states kept in memory
@@ -28,13 +28,12 @@ from .writer import StoreJob
 MIN_STASH_TOKENS = 64         # shorter contexts are cheaper to recompute than to keep
 
 
-@dataclass
-class Acquired:
+@dataclass(frozen=True)
+class Restored:
+    """What a restore gave: how many tokens of the prompt, from where, how fast."""
     restored_tokens: int      # tokens whose KV came from a source
     source: KVSource
-    computed_tokens: int
     restore_ms: float         # time to obtain the restored KV (0 for live)
-    compute_ms: float
     ahead: bool = False       # restored before the turn began (Engine.prepare)
 
 
@@ -63,7 +62,7 @@ class KVCache:
         self.warn = warn or (lambda message: None)
         # May be shared by several caches: a state loads into any sequence.
         self.memory = memory if memory is not None else MemoryStates(stored.layout)
-        self.captured: "tuple[int, memoryview] | None" = None   # see acquire
+        self.captured: "tuple[int, memoryview] | None" = None   # see captures
         # Best first where offers are as long.
         self.sources = [LivePrefix(), self.memory] + ([self.stored] if use_archive else [])
         self.ahead: "tuple[KVSource, float] | None" = None   # (source, ms) of a warm() not yet used
@@ -77,65 +76,31 @@ class KVCache:
         """The tokens whose KV the sequence holds."""
         return self.seq.tokens
 
-    @property
-    def model(self):
-        return self.seq.model
-
-    @property
-    def decoder(self):
-        return self.seq.decoder
-
-    def acquire(self, target: np.ndarray, path: "PathTokens | None", progress=None,
-                capture: "int | None" = None, cancelled=None,
-                window_key: "str | None" = None) -> Acquired:
-        """Make the sequence hold the KV of `target` (logits ready for its last token).
-
-        `window_key`: `path` is a window (window.py), its KV stored under that key.
-        Cancelled if `cancelled()` turns true meanwhile; what was computed stays held.
-
-        `capture`: a message boundary inside `target` (the question's end). If
-        it is computed here, the state there is kept for store_job where the
-        source asks for it: by the answer's end the state llama.cpp writes may
-        have lost the question's last window of sliding-window rows, and a
-        recurrent state has moved on from the question's end.
-        """
-        started = time.perf_counter()
-        # The last token is always computed, for its logits.
-        request = self._request(target, path, self.archive, len(target) - 1, window_key)
-        offer = self._restore(request, self.warn)
-        n, source = offer.n_tokens, offer.source if offer.n_tokens else KVSource.NONE
-        restore_ms = (time.perf_counter() - started) * 1000 if source != KVSource.LIVE else 0.0
-        ahead = source == KVSource.LIVE and self.ahead is not None
-        if ahead:  # restored while the user typed: say where from, and how long it took
-            source, restore_ms = self.ahead
-        self.ahead = None
-        t = time.perf_counter()
-        self.captured = None
-        if self.captures and capture is not None and n < capture < len(target):
-            self.seq.prefill(target[n:capture], cancelled=cancelled)
-            self.capture(capture)
-        self.seq.prefill(target[len(self.seq.tokens):], progress, cancelled)
-        return Acquired(n, source, len(target) - n, restore_ms, (time.perf_counter() - t) * 1000, ahead)
-
     def restore(self, target: np.ndarray, path: "PathTokens | None",
-                limit: "int | None" = None, window_key: "str | None" = None) -> Acquired:
+                limit: "int | None" = None, window_key: "str | None" = None) -> Restored:
         """Make the sequence hold as much of `target` as a source gives, up to `limit`
         tokens (default: all but the last, always computed for its logits), computing
-        nothing: `computed_tokens` is what is left, for a shared batch to compute.
-        `window_key` as for acquire."""
+        nothing: the rest is for a slot to compute. `window_key`: `path` is a window
+        (window.py), its KV stored under that key. Where a restore ahead of the turn
+        (warm) left the sequence holding it, it says where that came from."""
         started = time.perf_counter()
         limit = len(target) - 1 if limit is None else limit
         request = self._request(target, path, self.archive, limit, window_key)
         offer = self._restore(request, self.warn)
         n, source = offer.n_tokens, offer.source if offer.n_tokens else KVSource.NONE
         restore_ms = (time.perf_counter() - started) * 1000 if source != KVSource.LIVE else 0.0
+        ahead = source == KVSource.LIVE and self.ahead is not None
+        if ahead:  # restored while the user typed: say where from, and how long it took
+            source, restore_ms = self.ahead
         self.ahead = self.captured = None
-        return Acquired(n, source, len(target) - n, restore_ms, 0.0)
+        return Restored(n, source, restore_ms, ahead)
 
     @property
     def captures(self) -> bool:
-        """Whether store_job wants the state at the question's end (see acquire): the
-        source says (a window's rows, a hybrid's checkpoint)."""
+        """Whether store_job wants the state at the question's end: the source says (a
+        window's rows, a hybrid's checkpoint). By the answer's end the state llama.cpp
+        writes may have lost the question's last window of sliding-window rows, and a
+        recurrent state has moved on from the question's end."""
         return getattr(self.stored, "captures", False)
 
     def capture(self, boundary: int) -> None:
@@ -215,7 +180,7 @@ class KVCache:
         """A cache for another sequence of the same context (ContextConfig.n_seq_max), with
         the same archive and sharing the memory of recent states (a state loads into any
         sequence). Its owner closes it before the model."""
-        return KVCache(Sequence(self.model, seq_id), self.archive, self.stored, self.use_archive,
+        return KVCache(Sequence(self.seq.model, seq_id), self.archive, self.stored, self.use_archive,
                        self.warn, memory=self.memory)
 
     # -- after the restore: the sequence follows what the model is fed --------------
@@ -225,13 +190,13 @@ class KVCache:
         self.seq.keep(min(common_prefix(self.seq.tokens, context), len(context) - 1))
         self.seq.prefill(context[len(self.seq.tokens):])
 
-    def extend(self, tokens) -> None:
-        """Decode tokens after the live ones (an answer's unprocessed tail)."""
-        self.seq.prefill(tokens)
+    def prefix_of(self, target: np.ndarray) -> int:
+        """How many leading tokens of `target` the sequence holds."""
+        return common_prefix(self.seq.tokens, target)
 
-    def mark_decoded(self, tokens: list[int]) -> None:
-        """Record tokens the decode loop has fed to the model itself."""
-        self.seq.mark_decoded(tokens)
+    def holds(self, path: PathTokens) -> bool:
+        """Whether the sequence holds exactly the tokens of `path`."""
+        return np.array_equal(self.seq.tokens, path.flat())
 
     def store_job(self, full: PathTokens, window_key: "str | None" = None) -> StoreJob:
         """The job that stores the sequence's KV of the path `full`, which it holds

@@ -11,8 +11,8 @@ round trip, and the state rebuilt from its rows and the recurrent part
 byte. Anything else, or any mismatch, keeps whole snapshots.
 """
 
-from ..llama.decoder import Decoder
 from ..llama.model import MemoryKind, Model
+from ..llama.sequence import Sequence
 from ..state import kvlayout, recurrent_layout
 from ..state.row_round_trip import round_trip
 from .modes import KVMode
@@ -26,48 +26,49 @@ def check_layout(model: Model, warn) -> "tuple[kvlayout.Layout | None, KVMode]":
     if kind == MemoryKind.RECURRENT or (kind == MemoryKind.HYBRID and model.n_swa):
         return None, KVMode.SNAPSHOT
     probe = model.tokenize(PROBE)
-    decoder = Decoder(model)
+    seq = Sequence(model)
     try:
-        decoder.prefill(probe, 0)
-        state = model.get_state()
+        seq.prefill(probe)
+        state = seq.state()
         if kind == MemoryKind.ATTENTION:
             return round_trip(model, state, at=len(probe) // 2), KVMode.ROWS
         if kind == MemoryKind.HYBRID:
-            return _verify_checkpoint(model, state, len(probe) // 2), KVMode.CHECKPOINT
-        return _verify_window(model, state, len(probe) // 2), KVMode.WINDOW
+            return _verify_checkpoint(seq, state, len(probe) // 2), KVMode.CHECKPOINT
+        return _verify_window(seq, state, len(probe) // 2), KVMode.WINDOW
     except kvlayout.LayoutMismatch as exc:
         warn(f"KV rows cannot be cut for this model ({exc}); storing whole snapshots")
         return None, KVMode.SNAPSHOT
     finally:
-        decoder.close()
-        model.clear()
+        seq.keep(0)
+        seq.close()
 
 
-def _verify_window(model: Model, state, at: int) -> kvlayout.Layout:
+def _verify_window(seq: Sequence, state, at: int) -> kvlayout.Layout:
     """Rebuild `state` from two segments, load it, and compare what llama.cpp writes back."""
     live = bytes(state)
-    layout = kvlayout.parse(live, window=model.n_swa)
+    layout = kvlayout.parse(live, window=seq.model.n_swa)
     n = layout.n_cells
     segments = [kvlayout.cut(live, layout, 0, at), kvlayout.cut(live, layout, at, n)]
-    rebuilt = kvlayout.state_from(layout, segments, n, [at, n - at])
-    if not model.set_state(rebuilt):
-        raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
-    if bytes(model.get_state()) != live:
-        raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")
+    _reads_back(seq, kvlayout.state_from(layout, segments, n, [at, n - at]), live)
     return layout
 
 
-def _verify_checkpoint(model: Model, state, at: int) -> kvlayout.Layout:
+def _reads_back(seq: Sequence, rebuilt, live: bytes) -> None:
+    """LayoutMismatch unless `rebuilt`, loaded, reads back from llama.cpp as `live`."""
+    if not seq.load(rebuilt, seq.tokens):
+        raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
+    if bytes(seq.state()) != live:
+        raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")
+
+
+def _verify_checkpoint(seq: Sequence, state, at: int) -> kvlayout.Layout:
     """Rebuild a hybrid `state` from its attention rows and its recurrent part, load it,
     and compare what llama.cpp writes back; the layout of the attention part."""
     live = bytes(state)
     _, attention, recurrent = recurrent_layout.split_hybrid(live)
-    layout = round_trip(model, attention, at)
+    layout = round_trip(seq.model, attention, at)
     n = layout.n_cells
     rows = kvlayout.state_from(layout, [kvlayout.cut(attention, layout, 0, at),
                                         kvlayout.cut(attention, layout, at, n)], n)
-    if not model.set_state(recurrent_layout.join_hybrid(rows, recurrent)):
-        raise kvlayout.LayoutMismatch("llama.cpp refused the rebuilt state")
-    if bytes(model.get_state()) != live:
-        raise kvlayout.LayoutMismatch("the rebuilt state reads back differently")
+    _reads_back(seq, recurrent_layout.join_hybrid(rows, recurrent), live)
     return layout

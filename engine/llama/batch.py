@@ -1,14 +1,24 @@
 """One llama_batch holding tokens of several sequences, decoded in one forward pass.
 
-Each step of continuous batching fills it with one token of every decoding
-sequence and chunks of the prompts still being read, then decodes it once.
-`most_sequences` records the most sequences one decode has held (what the
-server reports, so a client can tell its request really shared a pass).
+Each step of the slots (engine/batching) fills it with what every busy
+sequence computes next: a generated token and its drafted guesses, or a
+chunk of a prompt; then decodes it once. `most_sequences` records the most
+sequences one decode has held (what the server reports, so a client can
+tell its request really shared a pass).
+
+A decode can be stopped (Ctrl-C) within one graph node, not one pass:
+llama.cpp's abort callback asks `abort()` between nodes (a Python signal
+handler runs inside that call, since it comes on the calling thread). It is
+installed only for the passes given one, and stays installed while the
+next pass is given the same: asking per node would slow the one-token steps.
 """
 
 import llama_cpp
 
-from ..errors import EngineError
+from ..errors import Cancelled, EngineError
+from .model import caught_errors
+
+LLAMA_DECODE_ABORTED = 2
 
 
 class MultiBatch:
@@ -19,6 +29,8 @@ class MultiBatch:
         self.sequences: set[int] = set()     # in the batch being filled
         self.most_sequences = 0
         self.decodes = 0
+        self._abort = None                   # the callable the installed callback asks
+        self._callback = None                # kept alive while llama.cpp holds it
 
     @property
     def queued(self) -> int:
@@ -28,37 +40,64 @@ class MultiBatch:
     def room(self) -> int:
         return self.capacity - self.batch.n_tokens
 
-    def add(self, seq_id: int, tokens, start: int, logits_last: bool) -> int:
-        """Queue `tokens` of sequence `seq_id` at positions start..; the batch index of
-        the last one (where its logits will be, if asked for)."""
+    def add(self, seq_id: int, tokens, start: int, logits: str = "last") -> int:
+        """Queue `tokens` of sequence `seq_id` at positions start..; with logits at the
+        "last" of them, at "all" or "none". The batch index of the first row with logits
+        (rows with logits follow one another)."""
         b, n = self.batch, self.batch.n_tokens
+        every = logits == "all"
         for j, token in enumerate(tokens):
-            b.token[n + j], b.pos[n + j], b.n_seq_id[n + j], b.logits[n + j] = token, start + j, 1, False
+            b.token[n + j], b.pos[n + j], b.n_seq_id[n + j], b.logits[n + j] = token, start + j, 1, every
             b.seq_id[n + j][0] = seq_id
         b.n_tokens = n + len(tokens)
-        if logits_last and len(tokens):
+        if logits == "last" and len(tokens):
             b.logits[b.n_tokens - 1] = True
         if len(tokens):
             self.sequences.add(seq_id)
-        return b.n_tokens - 1
+        return n if every else b.n_tokens - 1
 
-    def decode(self) -> int:
-        """Decode what was queued, then start empty; how many sequences it held."""
+    def decode(self, abort=None) -> int:
+        """Decode what was queued, then start empty; how many sequences it held.
+
+        `abort`: a callable asked between graph nodes; Cancelled if it turns true (the
+        pass is then not done, its sequences' cells undefined: Sequence.abandon)."""
         if self.batch.n_tokens == 0:
             return 0
-        held = len(self.sequences)
+        held, errors = len(self.sequences), []
+        self._abortable(abort)
         try:
-            rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
+            if abort is None:
+                rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
+            else:
+                with caught_errors() as errors:  # an abort makes llama.cpp log three error lines
+                    rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
         finally:
             self.most_sequences = max(self.most_sequences, held)
             self.batch.n_tokens = 0
             self.sequences = set()
         self.decodes += 1
+        if rc == LLAMA_DECODE_ABORTED and abort is not None:
+            raise Cancelled()
         if rc != 0:
-            raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
+            said = " ".join(" ".join(errors).split())
+            raise EngineError(f"llama_decode failed (status {rc}): the context may be full"
+                              + (f" ({said})" if said else ""))
         return held
+
+    def _abortable(self, abort) -> None:
+        """Install the abort callback for `abort`, or take it away for None."""
+        if abort is self._abort:
+            return
+        if abort is None:
+            llama_cpp.llama_set_abort_callback(self.model.ctx, llama_cpp.ggml_abort_callback(), None)
+            self._callback = None
+        else:
+            self._callback = llama_cpp.ggml_abort_callback(lambda data: bool(abort()))
+            llama_cpp.llama_set_abort_callback(self.model.ctx, self._callback, None)
+        self._abort = abort
 
     def close(self) -> None:
         if self.batch is not None:
+            self._abortable(None)
             llama_cpp.llama_batch_free(self.batch)
             self.batch = None

@@ -1,22 +1,14 @@
-"""Feeding tokens to the model: batched prefill and one-token steps.
+"""Feeding tokens of one sequence to the model alone: batched prefill and one-token steps.
 
-The position of every token is its index in the sequence; the caller keeps
-`Model`'s KV and its own list of tokens in step.
-
-A prefill can be stopped (Ctrl-C) within one graph node, not one batch:
-llama.cpp's abort callback asks `cancelled` between nodes (a Python signal
-handler runs inside that call, since it comes on the calling thread). It is
-set for prefills only: asking per node would slow the one-token steps.
+The position of every token is its index in the sequence; the caller
+(sequence.py) keeps `Model`'s KV and its own list of tokens in step. A pass
+shared by several sequences is batch.py's.
 """
-
-from contextlib import contextmanager
 
 import llama_cpp
 
-from ..errors import Cancelled, EngineError
-from .model import Model, caught_errors
-
-LLAMA_DECODE_ABORTED = 2
+from ..errors import EngineError
+from .model import Model
 
 
 class Decoder:
@@ -26,43 +18,14 @@ class Decoder:
         self.model, self.seq_id = model, seq_id
         self.n_batch = model.config.n_batch
         self.batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
-        self._errors: "list[str] | None" = None   # llama.cpp's error lines, while caught
 
-    def prefill(self, tokens, start: int, progress=None, cancelled=None) -> None:
-        """Decode `tokens` at positions start.. in batches; logits for the last one only.
-
-        Cancelled (its `done` tokens kept in the KV) if `cancelled()` turns true.
-        """
+    def prefill(self, tokens, start: int) -> None:
+        """Decode `tokens` at positions start.. in batches; logits for the last one only."""
         total = len(tokens)
-        done = 0
-        with self._abortable(cancelled):
-            for size in [min(self.n_batch, total - i) for i in range(0, total, self.n_batch)]:
-                if cancelled is not None and cancelled():
-                    raise Cancelled(done)
-                self._fill(tokens[done: done + size], start + done, last_logits=done + size == total)
-                try:
-                    self._decode()
-                except Cancelled:
-                    self.model.forget_from(start + done)  # the batch may be part-computed
-                    raise Cancelled(done) from None
-                done += size
-                if progress:
-                    progress(done, total)
-
-    @contextmanager
-    def _abortable(self, cancelled):
-        if cancelled is None:
-            yield
-            return
-        callback = llama_cpp.ggml_abort_callback(lambda data: bool(cancelled()))
-        llama_cpp.llama_set_abort_callback(self.model.ctx, callback, None)
-        try:
-            with caught_errors() as lines:  # an abort makes llama.cpp log three error lines
-                self._errors = lines
-                yield
-        finally:
-            self._errors = None
-            llama_cpp.llama_set_abort_callback(self.model.ctx, llama_cpp.ggml_abort_callback(), None)
+        for done in range(0, total, self.n_batch):
+            part = tokens[done: done + self.n_batch]
+            self._fill(part, start + done, last_logits=done + len(part) == total)
+            self._decode()
 
     def step(self, token: int, position: int) -> None:
         """Decode one token (the hot loop: no Python lists, one call)."""
@@ -92,12 +55,8 @@ class Decoder:
 
     def _decode(self) -> None:
         rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
-        if rc == LLAMA_DECODE_ABORTED:
-            raise Cancelled()
         if rc != 0:
-            said = " ".join(" ".join(self._errors or []).split())
-            raise EngineError(f"llama_decode failed (status {rc}): the context may be full"
-                              + (f" ({said})" if said else ""))
+            raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
 
     def close(self) -> None:
         if self.batch is not None:

@@ -2,14 +2,21 @@
 
 Every change to the sequence's KV goes through here, so `tokens` is always
 what the context holds for it. A context may hold several sequences (one
-per request of a server); each has its own `Sequence`, and positions and
+per slot of a server); each has its own `Sequence`, and positions and
 cells are per sequence.
+
+Two ways to compute KV: alone (`prefill`, `step`, `verify`: the sequence's
+own llama_batch, decoded at once), or in a pass shared with other
+sequences: `queue` puts tokens into a MultiBatch (batch.py), and once the
+batch is decoded `settle` says how many of them the sequence keeps (drafted
+guesses that were wrong are dropped again), or `abandon` drops them all
+(a failed or stopped pass).
 """
 
 import llama_cpp
 import numpy as np
 
-from ..errors import Cancelled
+from .batch import MultiBatch
 from .decoder import Decoder
 from .model import Model
 
@@ -17,8 +24,14 @@ from .model import Model
 class Sequence:
     def __init__(self, model: Model, seq_id: int = 0):
         self.model, self.seq_id = model, seq_id
-        self.decoder = Decoder(model, seq_id)
+        self._decoder = Decoder(model, seq_id)
         self.tokens = np.zeros(0, np.int32)   # the tokens whose KV the sequence holds
+        self._queued: list[int] = []          # in a shared batch, not yet settled
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    # -- its KV as a whole ------------------------------------------------------
 
     def keep(self, n: int) -> None:
         """Keep the KV of the first `n` tokens only; a recurrent state, which cannot be cut
@@ -35,35 +48,62 @@ class Sequence:
         self.tokens = np.array(tokens, np.int32) if ok else np.zeros(0, np.int32)
         return ok
 
-    def copy_from(self, other: "Sequence") -> None:
-        """Hold what `other` holds, copied within the context (no state bytes through Python;
-        with a KV stream per sequence llama.cpp copies the cells between streams)."""
-        self.model.forget_from(0, self.seq_id)
-        llama_cpp.llama_memory_seq_cp(self.model.memory, other.seq_id, self.seq_id, -1, -1)
-        self.tokens = other.tokens.copy()
-
     def state(self) -> memoryview:
         """The sequence's state in llama.cpp's byte layout."""
         return self.model.get_state(self.seq_id)
 
-    def prefill(self, tokens, progress=None, cancelled=None) -> None:
-        """Compute the KV of `tokens` after those held (logits ready for the last one).
+    def copy_from(self, other: "Sequence") -> None:
+        """Hold what `other` (a sequence of the same context) holds, copied within the
+        context (no state bytes through Python; with a KV stream per sequence llama.cpp
+        copies the cells between streams, at the next decode): a second answer to the same
+        prompt starts from the first one's KV."""
+        self.model.forget_from(0, self.seq_id)
+        llama_cpp.llama_memory_seq_cp(self.model.memory, other.seq_id, self.seq_id, -1, -1)
+        self.tokens = other.tokens.copy()
 
-        Cancelled if `cancelled()` turns true meanwhile; the tokens computed by then stay held.
-        """
+    # -- computing alone ----------------------------------------------------------
+
+    def prefill(self, tokens) -> None:
+        """Compute the KV of `tokens` after those held, in batches (logits for the last)."""
         if len(tokens):
             tokens = np.asarray(tokens, np.int32)
-            try:
-                self.decoder.prefill(tokens.tolist(), len(self.tokens), progress, cancelled)
-            except Cancelled as stop:
-                self.tokens = np.concatenate([self.tokens, tokens[:stop.done]])
-                raise
+            self._decoder.prefill(tokens.tolist(), len(self.tokens))
             self.tokens = np.concatenate([self.tokens, tokens])
 
-    def mark_decoded(self, tokens: list[int]) -> None:
-        """Record tokens the decode loop has fed to the model itself."""
-        if tokens:
-            self.tokens = np.concatenate([self.tokens, np.asarray(tokens, np.int32)])
+    def step(self, token: int) -> None:
+        """Compute one token after those held, with its logits (the hot loop of a drafter)."""
+        self._decoder.step(token, len(self.tokens))
+        self.tokens = np.append(self.tokens, np.int32(token))
+
+    def verify(self, tokens) -> None:
+        """Compute `tokens` after those held in one batch, with logits at every one."""
+        self._decoder.verify(tokens, len(self.tokens))
+        self.tokens = np.concatenate([self.tokens, np.asarray(tokens, np.int32)])
+
+    # -- computing in a shared pass -----------------------------------------------
+
+    def queue(self, batch: MultiBatch, tokens: "list[int]", logits: str = "last") -> int:
+        """Put `tokens`, to follow those held, into `batch`; logits at the "last" of them,
+        at "all", or "none". The batch index of the first row with logits."""
+        self._queued = tokens
+        return batch.add(self.seq_id, tokens, len(self.tokens), logits)
+
+    def settle(self, kept: "int | None" = None) -> None:
+        """The batch was decoded: of the tokens queued, the first `kept` (default all) are
+        held; the cells of the others are dropped."""
+        queued, self._queued = self._queued, []
+        kept = len(queued) if kept is None else kept
+        if kept:
+            self.tokens = np.concatenate([self.tokens, np.asarray(queued[:kept], np.int32)])
+        if kept < len(queued):
+            self.model.forget_from(len(self.tokens), self.seq_id)
+
+    def abandon(self) -> None:
+        """The batch failed or was stopped: what was queued is not held (a stopped pass
+        may have written some of its cells)."""
+        if self._queued:
+            self._queued = []
+            self.model.forget_from(len(self.tokens), self.seq_id)
 
     def close(self) -> None:
-        self.decoder.close()
+        self._decoder.close()

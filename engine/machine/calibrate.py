@@ -5,13 +5,13 @@ At two context lengths: single decode steps and verification batches of
 again after each, within a time budget (what is not measured in it, the
 prior fills in, scaled to what was). Run once per engine configuration, machine and thread
 count (the result is stored in the archive); real turns refine it after.
-The model's memory is cleared before and after: it runs before any turn.
+The sequence is emptied before and after: it runs before any turn.
 """
 
 import time
 
-from ..llama.decoder import Decoder
 from ..llama.model import Model
+from ..llama.sequence import Sequence
 from .cost_model import CostModel
 
 CONTEXTS = (32, 544)
@@ -21,39 +21,39 @@ REPEATS = 3
 BUDGET_S = 1.0            # a large model on a CPU, or a crowded machine, measures less
 
 
-def calibrate(model: Model, decoder: Decoder, clock=time.perf_counter) -> CostModel:
+def calibrate(model: Model, seq: Sequence, clock=time.perf_counter) -> CostModel:
     """A cost model holding these timings as its bins (fit it against a prior)."""
     measured = CostModel()
     deadline = time.perf_counter() + BUDGET_S
-    model.clear()
+    seq.keep(0)
     try:
         for cells in CONTEXTS:
             if cells + max(ROWS) > model.n_ctx or time.perf_counter() > deadline:
                 break
-            _measure(model, decoder, cells, measured, deadline, clock)
+            _measure(model, seq, cells, measured, deadline, clock)
     finally:
-        model.clear()
+        seq.keep(0)
     return measured
 
 
-def _measure(model: Model, decoder: Decoder, cells: int, into: CostModel, deadline: float,
+def _measure(model: Model, seq: Sequence, cells: int, into: CostModel, deadline: float,
              clock) -> None:
     tokens = [(1000 + i * 7) % model.n_vocab for i in range(cells + max(ROWS))]
-    model.clear()
-    decoder.prefill(tokens[:cells], 0)
-    decoder.step(tokens[cells], cells)  # warm-up: first use of this shape
-    model.forget_from(cells)
+    seq.keep(0)
+    seq.prefill(tokens[:cells])
+    seq.step(tokens[cells])  # warm-up: first use of this shape
+    seq.keep(cells)
     for rows in ROWS:
         over = time.perf_counter() > deadline and (cells != CONTEXTS[0] or rows not in ESSENTIAL)
-        if rows > decoder.n_batch or over:
+        if rows > model.config.n_batch or over:
             continue
         times = []
         for _ in range(REPEATS):
             t0 = clock()
             if rows == 1:
-                decoder.step(tokens[cells], cells)
+                seq.step(tokens[cells])
             else:
-                decoder.verify(tokens[cells: cells + rows], cells)
+                seq.verify(tokens[cells: cells + rows])
             times.append((clock() - t0) * 1000)
-            model.forget_from(cells)
+            seq.keep(cells)
         into.add(rows, cells, min(times))  # the least disturbed: other processes only add

@@ -12,8 +12,8 @@ import time
 
 from chatdb.archive import Archive
 
-from ..llama.decoder import Decoder
 from ..llama.model import Model
+from ..llama.sequence import Sequence
 from . import cpu_costs
 from .calibrate import calibrate
 from .cost_model import CostModel
@@ -28,10 +28,11 @@ class Tuning:
         self.turns: dict[int, int] = {}
         self.cost_source = "prior"
 
-    def attach(self, model: Model, decoder: Decoder, archive: Archive, fingerprint: str,
+    def attach(self, model: Model, seq: Sequence, archive: Archive, fingerprint: str,
                measure: bool) -> None:
-        """Load this configuration's cost model, or measure it now (`measure`: drafting is on)."""
-        self.model, self.decoder, self.archive = model, decoder, archive
+        """Load this configuration's cost model, or measure it now on `seq` (`measure`:
+        drafting is on)."""
+        self.model, self.archive = model, archive
         self.key = f"{fingerprint}:{model.config.n_gpu_layers}"
         self.prior = cpu_costs.PRIOR if model.on_cpu else cpu_costs.GPU_PRIOR
         # On the CPU, the CPU time of the thread that calls llama_decode (it computes a
@@ -43,7 +44,7 @@ class Tuning:
         if self._load(model.config.n_threads):
             self.cost_source = "archive"
         elif measure:
-            measured = calibrate(model, decoder, self.clock)
+            measured = calibrate(model, seq, self.clock)
             self.models[model.config.n_threads] = measured.fitted(self.prior)
             self.turns[model.config.n_threads] = 0
             self.cost_source = "measured"

@@ -56,6 +56,11 @@ class PromptBuilder:
         self.model, self.template, self.archive, self.tokenizer = model, template, archive, tokenizer
         self.cancelled = None   # a turn's stop request (callable), asked while reading a path
 
+    def stop_when(self, cancelled) -> None:
+        """Reading paths from now on stops (Cancelled) once `cancelled()` is true (the turn's
+        stop request; None: never)."""
+        self.cancelled = cancelled
+
     def path_tokens(self, path: list[Message]) -> PathTokens:
         """Tokens for each message of `path`, from the archive where stored.
 

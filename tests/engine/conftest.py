@@ -18,6 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 GREEDY = SamplingSettings(temperature=0, max_tokens=24, seed=1)
 
 
+class StopAfter:
+    """A `cancelled` that turns true after `n` questions (llama.cpp asks once per graph node)."""
+
+    def __init__(self, n: int):
+        self.n, self.asked = n, 0
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        return self.asked > self.n
+
+
 @pytest.fixture(scope="session")
 def model_path():
     return resolve_model_path()

@@ -4,20 +4,9 @@ import pytest
 
 from engine.errors import Cancelled
 
-from .conftest import GREEDY
+from .conftest import GREEDY, StopAfter
 
 LONG = "The history of the lighthouse keepers on the northern coast. " * 60   # ~700 tokens
-
-
-class StopAfter:
-    """A `cancelled` that turns true after `n` questions (llama.cpp asks once per graph node)."""
-
-    def __init__(self, n: int):
-        self.n, self.asked = n, 0
-
-    def __call__(self) -> bool:
-        self.asked += 1
-        return self.asked > self.n
 
 
 def test_a_stop_during_the_prefill_takes_effect_inside_the_batch(open_engine, tmp_path, capfd):

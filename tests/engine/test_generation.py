@@ -10,7 +10,8 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.errors import PromptTooLong
-from engine.decode.generate import generate
+from engine.batching.job import Job
+from engine.decode.modes import DraftMode
 from engine.llama.sampling import SamplingSettings
 
 from ..chatdb_command import chatdb_argv, python_path
@@ -65,7 +66,7 @@ def test_long_conversation_leaves_out_oldest_turns(open_engine):
 
 
 class ScriptedSampler:
-    """Chooses the given tokens in order: drives the real model's pieces through the loop."""
+    """Chooses the given tokens in order: drives the real model's pieces through the slot."""
 
     last = None     # no log-probabilities asked for
 
@@ -75,6 +76,20 @@ class ScriptedSampler:
     def sample(self, ctx, index=-1):
         return self.tokens.pop(0)
 
+    def close(self):
+        pass
+
+
+class ScriptedJob(Job):
+    """A completion whose tokens are chosen, not sampled."""
+
+    def __init__(self, prompt, tokens, **kw):
+        super().__init__(prompt, SamplingSettings(temperature=0, max_tokens=100), **kw)
+        self.script = tokens
+
+    def sampler(self, model):
+        return ScriptedSampler(self.script)
+
 
 def test_streaming_keeps_multibyte_characters_whole(open_engine):
     archive, engine = open_engine()
@@ -83,9 +98,10 @@ def test_streaming_keeps_multibyte_characters_whole(open_engine):
     pieces = [engine.model.piece(t) for t in tokens]
     assert any(_incomplete_utf8(p) for p in pieces), "test text must split a character"
     eos = engine.model.tokenize("<|im_end|>")[0]
-    engine.cache.acquire(_np(engine.model.tokenize("<|im_start|>assistant\n")), None)
     streamed = []
-    out = generate(engine.model, engine.cache, ScriptedSampler(tokens + [eos]), 100, streamed.append)
+    job = ScriptedJob(_np(engine.model.tokenize("<|im_start|>assistant\n")), tokens + [eos],
+                      on_text=streamed.append, draft=DraftMode.OFF)
+    out = engine.scheduler.run(job)
     assert "".join(streamed) == text == out.text
     assert all("\ufffd" not in chunk for chunk in streamed)
 

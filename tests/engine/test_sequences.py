@@ -4,12 +4,14 @@ import numpy as np
 import pytest
 
 from chatdb.archive import Archive
-from engine.decode.generate import generate
+from engine.batching.job import Job
+from engine.batching.scheduler import Scheduler
+from engine.batching.slot import Slot
 from engine.kv.cache import KVCache, archive_source
 from engine.kv.layout_check import check_layout
 from engine.kv.memory_states import MemoryStates
 from engine.llama.model import ContextConfig, Model
-from engine.llama.sampling import Sampler, SamplingSettings
+from engine.llama.sampling import SamplingSettings
 from engine.llama.sequence import Sequence
 
 GREEDY = SamplingSettings(temperature=0)
@@ -40,9 +42,14 @@ def _prompt(model, text):
 
 
 def _answer(model, cache, prompt, n=12):
-    acquired = cache.acquire(prompt, None)
-    with Sampler(GREEDY, model.n_vocab) as sampler:
-        return acquired, generate(model, cache, sampler, n).tokens
+    """(how its prompt's KV was restored, the answer's tokens): one slot on `cache` alone."""
+    job = Job(prompt, GREEDY.with_(max_tokens=n))
+    scheduler = Scheduler(model, [Slot(cache, model)])
+    try:
+        scheduler.run(job)
+    finally:
+        scheduler.close()
+    return job.figures.restored, job.generation.tokens
 
 
 def test_two_sequences_keep_their_own_kv(two_sequences):

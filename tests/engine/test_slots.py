@@ -1,4 +1,4 @@
-"""The slot scheduler in process: turns batched on one context answer as each alone, store
+"""The server's request loop in process: turns batched on one context answer as each alone, store
 their KV, and a one-sequence engine (the console's) resumes them from the archive."""
 
 import threading
@@ -7,7 +7,7 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.chat import Engine
-from engine.batching.scheduler import SlotScheduler
+from engine.batching.request_loop import RequestLoop
 from engine.batching.turn_request import TurnRequest
 
 from .conftest import GREEDY
@@ -45,7 +45,7 @@ def test_batched_turns_answer_as_alone_and_the_console_resumes_them(which, tmp_p
 
     def open_engine():
         return Engine.open(Archive.open(db), path, n_ctx=1024, draft="off", n_seq=2)
-    slots = SlotScheduler(open_engine, parallel=2, capacity=2)
+    slots = RequestLoop(open_engine, capacity=2)
     slots.start()
     waiters = [Waiter(q) for q in QUESTIONS[name]]
     try:
@@ -92,7 +92,7 @@ def test_a_short_request_behind_a_long_prompt_is_answered_while_that_prompt_is_r
     def note(what):
         with lock:
             events.append(what)
-    slots = SlotScheduler(open_engine, parallel=2, capacity=2)
+    slots = RequestLoop(open_engine, capacity=2)
     slots.start()
     long = Waiter("Summarise this. " + "The lighthouse keeper climbed the stairs again. " * 90)
     short = Waiter("Name a colour.")
@@ -119,7 +119,7 @@ def test_a_turn_joining_running_ones_takes_the_slot_next_to_them(model_path, tmp
     def open_engine():
         return Engine.open(Archive.open(tmp_path / "served.db"), model_path, n_ctx=1024,
                            draft="off", n_seq=3)
-    slots = SlotScheduler(open_engine, parallel=3, capacity=3)
+    slots = RequestLoop(open_engine, capacity=3)
     slots.start()
     try:
         first = [Waiter(q) for q in ("Name a colour.", "Name a fruit.", "Name a tree.")]

@@ -10,9 +10,8 @@ from chatdb.archive import Archive
 from engine.machine import cpu_costs
 from engine.decode.draft_policy import PAUSE_MIN, DraftPolicy
 from engine.errors import EngineError
-from engine.decode.generate import generate
-from engine.decode.lookup import LookupDrafter
-from engine.llama.sampling import Sampler, SamplingSettings
+from engine.decode.modes import DraftMode
+from engine.llama.sampling import SamplingSettings
 
 from .conftest import run_chatdb
 
@@ -26,11 +25,20 @@ def _prompt(engine, text):
                       + engine.model.tokenize(engine.chat_format.template.generation_prompt(chat)), np.int32)
 
 
-def _generate(engine, prompt, settings, drafter=None, n=120):
-    engine.cache.acquire(prompt, None)
-    with Sampler(settings) as sampler:
-        return generate(engine.model, engine.cache, sampler, n, drafter=drafter,
-                        policy=DraftPolicy(cpu_costs.verify_cost))
+class Drafted:
+    """An answer's tokens and how drafting went (a completion of the prompt, `n` tokens)."""
+
+    def __init__(self, engine, prompt, settings, draft, n):
+        job = engine.completion_job(prompt, settings.with_(max_tokens=n), draft=draft,
+                                    draft_cost=cpu_costs.verify_cost)
+        result = engine.scheduler.run(job)
+        self.tokens = job.generation.tokens
+        self.drafted, self.accepted = result.speculative["drafted"], result.speculative["accepted"]
+        self.target_forwards = result.speculative["target_forwards"]
+
+
+def _generate(engine, prompt, settings, draft=DraftMode.OFF, n=120):
+    return Drafted(engine, prompt, settings, draft, n)
 
 
 def test_lookup_greedy_output_equals_plain_decoding(open_engine):
@@ -38,7 +46,7 @@ def test_lookup_greedy_output_equals_plain_decoding(open_engine):
     prompt = _prompt(engine, COPY_TASK)
     greedy = SamplingSettings(temperature=0)
     plain = _generate(engine, prompt, greedy)
-    drafted = _generate(engine, prompt, greedy, LookupDrafter(prompt.tolist()))
+    drafted = _generate(engine, prompt, greedy, DraftMode.LOOKUP)
     assert drafted.tokens == plain.tokens
     assert drafted.accepted > 0
     assert drafted.target_forwards < plain.target_forwards
@@ -55,7 +63,7 @@ def test_greedy_output_equals_plain_decoding_in_a_long_context(open_engine):
     assert len(prompt) > 800
     greedy = SamplingSettings(temperature=0)
     plain = _generate(engine, prompt, greedy, n=160)
-    drafted = _generate(engine, prompt, greedy, LookupDrafter(prompt.tolist()), n=160)
+    drafted = _generate(engine, prompt, greedy, DraftMode.LOOKUP, n=160)
     assert drafted.accepted > 0
     assert drafted.tokens == plain.tokens
 
@@ -105,7 +113,7 @@ def test_sampling_with_drafts_follows_the_target_distribution(open_engine, model
         # The second token is the first one decided by verifying a guess.
         settings = SamplingSettings(temperature=1.0, top_k=4, top_p=1.0, min_p=0.0, seed=seed)
         plain[_generate(engine, prompt, settings, n=3).tokens[1]] += 1
-        out = _generate(engine, prompt, settings, engine.draft, n=3)
+        out = _generate(engine, prompt, settings, DraftMode.MODEL, n=3)
         assert out.drafted > 0
         drafted[out.tokens[1]] += 1
     stat, df = _chi_square_homogeneity(plain, drafted)

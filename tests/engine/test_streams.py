@@ -31,8 +31,7 @@ def _continue(model, seq, n=12) -> list[int]:
         for _ in range(n):
             token = sampler.sample(model.ctx)
             out.append(token)
-            seq.decoder.step(token, len(seq.tokens))
-            seq.mark_decoded([token])
+            seq.step(token)
     return out
 
 
@@ -143,10 +142,10 @@ def test_sequences_decoded_in_one_batch_answer_as_each_alone(model_path):
                 if i == 2 and step < 3:
                     continue                  # the third joins while the others decode
                 if nxt[i] is None and not got[i]:
-                    at[i] = batch.add(i, t.tolist(), 0, True)
+                    at[i] = batch.add(i, t.tolist(), 0, "last")
                     pos[i] = len(t)
                 elif len(got[i]) < 10:
-                    at[i] = batch.add(i, [nxt[i]], pos[i], True)
+                    at[i] = batch.add(i, [nxt[i]], pos[i], "last")
                     pos[i] += 1
             batch.decode()
             for i, index in at.items():

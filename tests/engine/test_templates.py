@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from engine.decode.generate import Stream
+from engine.decode.stream import Stream
 from engine.llama.model import ContextConfig, Model
 from engine.prompt.chat_format import ChatFormat
 from engine.prompt.turn_markers import turn_markers

@@ -1,26 +1,19 @@
-"""The decode loop: sample, stream text, step, until an end-of-generation token.
-
-With a drafter, each step may instead verify several guessed tokens in one
-forward pass (speculative decoding): the target model's own sampler chain
-samples at every drafted position, a guess is kept only while it equals
-that sample, and the first differing sample is the next token. Every token
-is therefore drawn from the target model's distribution exactly as without
-drafting; greedy output is identical. Logits are computed only at the
-drafted positions, and sampling runs in llama.cpp, not in Python.
+"""An answer's tokens as they are sampled: its text streamed, and when it ends.
 
 Text is streamed through an incremental UTF-8 decoder, so a character split
-across tokens is printed whole. Cancellation is checked at every token and
-keeps what was generated.
+across tokens is printed whole. An answer ends at an end-of-generation
+token, a stop string or turn marker written as text (never streamed), its
+max_tokens, or a cancellation, checked at every token: what was generated
+is kept. The slot that samples the tokens (engine/batching/slot.py) says
+when the context is full.
 """
 
 import codecs
 import time
 from dataclasses import dataclass, field
 
-from ..kv.cache import KVCache
 from ..llama.model import Model
-from ..llama.sampling import Sampler, TokenLogprob
-from .draft_policy import DraftPolicy
+from ..llama.sampling import TokenLogprob
 from .modes import Finish
 from .stop_strings import StopText
 
@@ -32,10 +25,6 @@ class Generation:
     finish: Finish = Finish.STOP
     first_token_at: "float | None" = None
     last_token_at: "float | None" = None
-    drafted: int = 0
-    accepted: int = 0
-    target_forwards: int = 0
-    timings: list = field(default_factory=list)   # (rows, cells, ms) of each forward pass
     stopped_by_text: bool = False   # ended at a stop string or a turn marker written as text
     covered: "int | None" = None   # characters of text the kept tokens spell (None: all of it)
     # Where asked (SamplingSettings.logprobs): each token's (bytes, logprob, [(bytes, logprob)])
@@ -70,6 +59,11 @@ class Stream:
         self.out = Generation()
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.pieces: list[str] = []
+
+    @property
+    def left(self) -> int:
+        """Tokens the answer may still have before its max_tokens."""
+        return self.max_tokens - len(self.out.tokens)
 
     def emit(self, token: int, logprob: "TokenLogprob | None" = None) -> bool:
         """Record one token (and its log-probabilities, where asked); True when
@@ -130,77 +124,3 @@ class Stream:
             self.out.logprobs = self.out.logprobs[:self.cut]
             self.out.covered = self.ends[self.cut - 1] if self.cut else 0
         return self.out
-
-
-def generate(model: Model, cache: KVCache, sampler: Sampler, max_tokens: int,
-             on_text=None, cancelled=None, drafter=None, policy: "DraftPolicy | None" = None,
-             clock=time.perf_counter, stop=None) -> Generation:
-    """Generate after the live context (whose last token's logits are ready); `clock`
-    times each forward pass (Generation.timings); `stop` strings end the answer (the
-    turn markers among them: Stream)."""
-    stream = Stream(model, max_tokens, on_text, cancelled, stop)
-    if max_tokens <= 0 or (cancelled is not None and cancelled()):
-        stream.end(Finish.CANCELLED if max_tokens > 0 else Finish.LENGTH)
-        return stream.close()
-    context = cache.live.tolist()
-    start = len(context)
-    decoded: list[int] = []
-    try:
-        _run(model, cache, sampler, stream, context, decoded, drafter, policy or DraftPolicy(),
-             clock)
-    finally:
-        cache.mark_decoded(decoded)  # keep the cache's token list true to the KV, whatever happens
-    out = stream.close()
-    if stream.cut is not None:
-        cache.truncate(start + len(out.tokens))
-    return out
-
-
-def _run(model, cache, sampler, stream, context, decoded, drafter, policy, clock) -> None:
-    out, decoder = stream.out, cache.decoder
-    position = len(context)
-    token = sampler.sample(model.ctx)
-    while not stream.emit(token, sampler.last):
-        if position + 1 >= model.n_ctx:
-            stream.end(Finish.CONTEXT)
-            return
-        context.append(token)
-        room = min(stream.max_tokens - len(out.tokens), model.n_ctx - position - 2)
-        k = min(policy.length(position), room) if drafter is not None else 0
-        drafts = drafter.propose(context, k) if k > 0 else []
-        out.target_forwards += 1
-        started = clock()
-        if not drafts:
-            decoder.step(token, position)
-            out.timings.append((1, position, (clock() - started) * 1000))
-            decoded.append(token)
-            position += 1
-            token = sampler.sample(model.ctx)
-            continue
-        decoder.verify([token] + drafts, position)
-        out.timings.append((len(drafts) + 1, position, (clock() - started) * 1000))
-        decoded.append(token)
-        position += 1
-        token, accepted, stop = _accept(sampler, model, stream, drafts, context, decoded)
-        position += accepted
-        model.forget_from(position, decoder.seq_id)   # the KV of rejected guesses
-        out.drafted += len(drafts)
-        out.accepted += accepted
-        policy.verified(len(drafts), accepted)
-        if stop:
-            return
-
-
-def _accept(sampler, model, stream, drafts, context, decoded):
-    """Sample at each drafted position; keep guesses while they match."""
-    accepted = 0
-    for i, guess in enumerate(drafts):
-        sampled = sampler.sample(model.ctx, i)
-        if sampled != guess:
-            return sampled, accepted, False
-        accepted += 1
-        decoded.append(guess)              # its KV row is valid: it was in the batch
-        if stream.emit(guess, sampler.last):
-            return None, accepted, True
-        context.append(guess)
-    return sampler.sample(model.ctx, len(drafts)), accepted, False
