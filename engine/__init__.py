@@ -7,7 +7,7 @@ only those listed after it:
 
     batching/  a turn's one pipeline: jobs on slots with explicit states, stepped together
                (the console's one slot, the server's N, warming's), prefill pacing, results
-    decode/    an answer's stream, stop strings, speculative decoding (drafters, policy, verify)
+    decode/    an answer's stream, stop strings, speculative decoding (drafters, the policy, verifying guesses)
     embed/     embeddings for search by meaning: the model, its conversion, passages, indexing
     machine/   the hardware: devices, CPUs and threads, the offload plan, forward-pass costs
     kv/        a sequence's KV: its sources (live, memory, archive), the cache, the writer

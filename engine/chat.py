@@ -19,8 +19,7 @@ from chatdb.archive import Archive
 from chatdb.message_match import Placement, place, unplace
 
 from .batching.answer_job import AnswerArchive, AnswerJob
-from .batching.job import Job
-from .batching.result import TurnResult
+from .batching.job import Job, TurnResult
 from .batching.scheduler import Scheduler
 from .batching.slot import Slot
 from .decode.draft_model import DraftModel

@@ -19,8 +19,7 @@ from ..errors import Cancelled, EngineError
 from ..kv.writer import KVWriter, reopening
 from ..prompt.path_tokens import PathTokens, PromptBuilder, as_chat
 from ..prompt.prepared import Prepared
-from .job import Job, SlotFigures
-from .result import TurnResult
+from .job import Job, SlotFigures, TurnResult
 
 
 @dataclass(frozen=True)

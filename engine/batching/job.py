@@ -1,11 +1,11 @@
-"""What a slot runs: a prompt to hold, maybe an answer to sample after it, and what to do
-at the end.
+"""What a slot runs (a Job), what it reports of it (SlotFigures), and what the turn tells its
+caller (TurnResult).
 
 A job is built whole before a slot takes it: its prompt fitted to the
 context, its sampling settings, its callbacks. The slot (slot.py) moves it
 through its states and, at the end, hands it what it did (its figures); the
 job builds its result once, from that, and reports it (`on_end`), or its
-error. This class is a completion: a prompt answered, nothing placed in the
+error. Job itself is a completion: a prompt answered, nothing placed in the
 archive; answer_job.py answers a message of the archive, warming.py only
 reads prompts and stores their KV.
 
@@ -35,7 +35,50 @@ from ..errors import Cancelled
 from ..kv.cache import Restored
 from ..llama.sampling import Sampler, SamplingSettings
 from ..prompt.path_tokens import PathTokens
-from .result import TurnResult
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    conversation_id: "int | None"    # None: a completion, not in the archive
+    user_message_id: "int | None"    # the question answered (None: not a user message)
+    message_id: "int | None"
+    text: str
+    status: str
+    finish: str
+    prompt_tokens: int
+    completion_tokens: int
+    restored_tokens: int
+    kv_source: str
+    computed_tokens: int
+    restore_ms: float         # for a restore ahead of the turn, not part of ttft_ms
+    ttft_ms: float
+    decode_tokens_per_s: float
+    total_ms: float
+    left_out_messages: int = 0
+    restored_ahead: bool = False
+    warnings: list = field(default_factory=list)
+    speculative: dict = field(default_factory=dict)
+    logprobs: list = field(default_factory=list)   # Generation.logprobs, where asked
+
+    @classmethod
+    def of(cls, conversation_id, user_message_id, message_id, gen: Generation, figures,
+           prompt_tokens: int, started: float, warnings: list,
+           left_out_messages: int = 0) -> "TurnResult":
+        """The result of an answer `gen`, whose turn began at `started` (perf_counter) and
+        whose slot reported `figures` (job.SlotFigures)."""
+        end = time.perf_counter()
+        restored = figures.restored
+        return cls(
+            conversation_id=conversation_id, user_message_id=user_message_id,
+            message_id=message_id, text=gen.text, status=gen.status, finish=gen.finish,
+            prompt_tokens=prompt_tokens, completion_tokens=len(gen.tokens),
+            restored_tokens=restored.restored_tokens, kv_source=restored.source,
+            computed_tokens=figures.computed_tokens, restore_ms=round(restored.restore_ms, 2),
+            ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
+            decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
+            total_ms=round((end - started) * 1000, 2),
+            left_out_messages=left_out_messages, restored_ahead=restored.ahead,
+            warnings=list(warnings), speculative=dict(figures.speculative), logprobs=gen.logprobs)
 
 
 @dataclass
@@ -49,6 +92,14 @@ class SlotFigures:
     prompt_passes: int = 0                         # passes that read its prompt
     prompt_least_sequences: int = 0                # the fewest sequences one of those held
     speculative: dict = field(default_factory=dict)
+
+    def restored_by(self, restored: Restored, prompt_tokens: int) -> None:
+        """The prompt's KV came from `restored`; the rest of its tokens is computed."""
+        self.restored, self.computed_tokens = restored, prompt_tokens - restored.restored_tokens
+
+    def drafted(self, speculative: dict) -> None:
+        """How drafting went in the answer (DraftRun.figures)."""
+        self.speculative = speculative
 
     def passed(self, sequences: int, reading: bool) -> None:
         """A forward pass holding `sequences` sequences computed the job's prompt or a token."""

@@ -73,7 +73,8 @@ class Scheduler:
         not start."""
         if not self.busy and self.on_resume is not None:
             self.on_resume()
-        leader = next((s for s in self.slots if s.job is job.follows), None) if job.follows else None
+        leader = (next((s for s in self.slots if s.job is job.follows), None)
+                  if job.follows is not None else None)
         slot = self._best_slot(job)
         try:
             if job.follows is not None and leader is None:

@@ -1,7 +1,7 @@
 """One sequence of the shared context, and the job it runs through explicit states.
 
-    IDLE ──start──> RESTORING ──> READING ──(prompt read)──> GENERATING ──(answer ends)──> STORING ──> IDLE
-              └──(follows another job)──> WAITING ──(its prompt read: KV copied)──┘
+    IDLE -start-> RESTORING -> READING -(prompt read)-> GENERATING -(answer ends)-> STORING -> IDLE
+        └-(follows another job)-> WAITING -(that one's prompt read: KV copied)-┘
     A job that only reads (warm) goes from READING to STORING.
 
 RESTORING: the prompt's KV from the best source (KVCache.restore: the live
@@ -11,7 +11,7 @@ the capture point (the question's end) where a sliding-window or hybrid
 model's state must be kept for storing. GENERATING: each step the slot adds
 its next token and its own drafted guesses to the batch, then reads its own
 logits rows back: the job's sampler samples at each, guesses are kept while
-they match (decode/verify.py), the rejected ones' cells dropped again.
+they match (decode/drafting.accept_guesses), the rejected ones' cells dropped again.
 STORING: the job commits the answer; the tokens the model has not seen yet
 (the answer's last, the template's closing) go into one more pass, then the
 KV is handed to the writer.
@@ -25,10 +25,9 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..decode.drafting import Drafting
+from ..decode.drafting import Drafting, accept_guesses
 from ..decode.modes import Finish
 from ..decode.stream import Stream
-from ..decode.verify import verify
 from ..errors import Cancelled
 from ..kv.cache import KVCache
 from ..llama.batch import MultiBatch
@@ -110,8 +109,7 @@ class Slot:
         except BaseException:
             self._release()
             raise
-        self.figures.restored = restored
-        self.figures.computed_tokens = len(job.prompt) - restored.restored_tokens
+        self.figures.restored_by(restored, len(job.prompt))
         n, boundary = restored.restored_tokens, job.question_end
         self.pending = job.prompt[n:]
         self.capture_at = (boundary if self.cache.captures and boundary is not None
@@ -219,7 +217,8 @@ class Slot:
         if not drafts:
             seq.settle()
             return self._take(self.sampler.sample(self.model.ctx, self.row))
-        accepted, following = verify(self.sampler, self.model.ctx, self.row, drafts, self._keep)
+        accepted, following = accept_guesses(self.sampler, self.model.ctx, self.row, drafts,
+                                             self._keep)
         seq.settle(1 + accepted)
         self.draft.verified(len(drafts), accepted)
         if following is None:
@@ -251,7 +250,7 @@ class Slot:
         # A stop string's tokens are not the answer's; the sequence holds the others but
         # the last one sampled.
         self.cache.truncate(len(job.prompt) + len(gen.tokens))
-        self.figures.speculative = self.draft.figures(self.draft_restored)
+        self.figures.drafted(self.draft.figures(self.draft_restored))
         try:
             tail = job.answered(gen, self.figures, len(seq))
         except Exception as exc:

@@ -77,7 +77,8 @@ class Warmer:
                 report.already.append(conv_id)
             elif not tokens.stable or sum(tokens.lengths) > self.engine.model.n_ctx - 1:
                 report.too_long.append(conv_id)
-            elif report.over_budget or (room is not None and sum(tokens.lengths) * per_token > room):
+            elif report.over_budget or (room is not None
+                                        and sum(tokens.lengths) * per_token > room):
                 report.over_budget.append(conv_id)   # and every older one: warming stops here
             else:
                 paths.append((conv_id, tokens))

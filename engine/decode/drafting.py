@@ -5,6 +5,14 @@ how many guesses to verify (draft_policy.py), and what it came to.
 model if there is one, where the verification costs come from); each answer
 gets a `DraftRun` of its own from it, with a fresh policy: the same prompt
 and seed give the same batches.
+
+Verifying guesses (`accept_guesses`): the token before the guesses and the guesses are
+decoded in one pass with logits at each of them (batch rows row, row + 1,
+...). The target model's sampler chain samples at every drafted position; a
+guess is kept only while it equals that sample, and the first differing
+sample is the next token. Every token is therefore drawn from the target
+model's distribution exactly as without drafting; greedy output is
+identical. Sampling runs in llama.cpp.
 """
 
 from dataclasses import dataclass
@@ -112,3 +120,17 @@ class DraftRun:
             figures["draft_kv"] = {"restored_tokens": draft_kv.restored_tokens,
                                    "source": draft_kv.source}
         return figures
+
+
+def accept_guesses(sampler, ctx, row: int, drafts: "list[int]", keep) -> "tuple[int, int | None]":
+    """(guesses accepted, the next token, or None where the answer ended at a kept guess);
+    `keep(guess)` takes each accepted guess and says whether the answer ends there."""
+    accepted = 0
+    for i, guess in enumerate(drafts):
+        sampled = sampler.sample(ctx, row + i)
+        if sampled != guess:
+            return accepted, sampled
+        accepted += 1
+        if keep(guess):
+            return accepted, None
+    return accepted, sampler.sample(ctx, row + len(drafts))

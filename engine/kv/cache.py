@@ -1,4 +1,4 @@
-"""Getting a sequence's KV for a prompt: the best source's state (the rest is the slot's to compute).
+"""Getting a sequence's KV for a prompt: the best source's state (a slot computes the rest).
 
 Sources (sources.py), best first for the same length: what the sequence
 already holds (prefix reuse), recently used states kept in memory

@@ -46,9 +46,9 @@ class MultiBatch:
         (rows with logits follow one another)."""
         b, n = self.batch, self.batch.n_tokens
         every = logits == "all"
-        for j, token in enumerate(tokens):
-            b.token[n + j], b.pos[n + j], b.n_seq_id[n + j], b.logits[n + j] = token, start + j, 1, every
-            b.seq_id[n + j][0] = seq_id
+        for j, token in enumerate(tokens, n):
+            b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = token, start + j - n, 1, every
+            b.seq_id[j][0] = seq_id
         b.n_tokens = n + len(tokens)
         if logits == "last" and len(tokens):
             b.logits[b.n_tokens - 1] = True
@@ -89,7 +89,8 @@ class MultiBatch:
         if abort is self._abort:
             return
         if abort is None:
-            llama_cpp.llama_set_abort_callback(self.model.ctx, llama_cpp.ggml_abort_callback(), None)
+            llama_cpp.llama_set_abort_callback(self.model.ctx, llama_cpp.ggml_abort_callback(),
+                                               None)
             self._callback = None
         else:
             self._callback = llama_cpp.ggml_abort_callback(lambda data: bool(abort()))

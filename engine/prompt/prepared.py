@@ -31,16 +31,6 @@ class Prepared:
         return len(self.prompt) - len(self.opening)
 
 
-@dataclass
-class RawPrompt:
-    """A completion's prompt: its tokens as given, with no path, window or opening."""
-    prompt: np.ndarray
-
-    @property
-    def question_end(self) -> int:
-        return len(self.prompt)
-
-
 def budget(n_ctx: int, settings: SamplingSettings, opening) -> int:
     """Context tokens a path may take before its answer's opening."""
     return n_ctx - min(settings.max_tokens, n_ctx // 4) - len(opening)
