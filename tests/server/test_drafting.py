@@ -1,0 +1,43 @@
+"""Speculative decoding inside the server: every slot drafts, its guesses verified in the pass it
+shares with the other requests, and greedy answers are the undrafted ones, alone or batched.
+
+SmolLM2 (the default model) computes a token alike in any batch (README: the server), so the
+answers must be equal token for token; the figures each reply carries say drafting happened.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+from .conftest import Server
+
+CODE = "\n".join(f"def area_{i}(width, height):\n    return width * height + {i}" for i in range(6))
+EDIT = f"Rename width to w in this code and show all of it:\n```python\n{CODE}\n```"
+PROMPTS = [EDIT, "Name a colour.", "What is tea?", "Say hello in French."]
+TOKENS = 64
+
+
+def ask(server: Server, prompt: str) -> dict:
+    return server.chat([{"role": "user", "content": prompt}], max_tokens=TOKENS)
+
+
+def text(reply: dict) -> str:
+    return reply["choices"][0]["message"]["content"]
+
+
+def test_greedy_answers_drafted_in_the_server_equal_the_undrafted_alone_and_under_4_clients(
+        start_server, tmp_path):
+    plain = start_server("--parallel", 1, "--draft", "off", db=tmp_path / "plain.db")
+    undrafted = [text(ask(plain, p)) for p in PROMPTS]       # one client, one at a time
+    plain.stop()
+
+    server = start_server("--parallel", 4, "--draft", "lookup", db=tmp_path / "drafted.db")
+    alone = ask(server, EDIT)
+    spec = alone["chatdb"]["speculative"]
+    assert spec["mode"] == "lookup" and spec["accepted"] > 0   # the edit repeats the code
+    assert spec["target_forwards"] < alone["usage"]["completion_tokens"]
+    assert text(alone) == undrafted[0]
+
+    with ThreadPoolExecutor(len(PROMPTS)) as pool:
+        together = list(pool.map(lambda p: ask(server, p), PROMPTS))
+    assert [text(r) for r in together] == undrafted
+    assert max(r["chatdb"]["batch"]["most_sequences"] for r in together) >= 2
+    assert together[0]["chatdb"]["speculative"]["accepted"] > 0
