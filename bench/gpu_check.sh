@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
-# carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout, serve-batching and
-# KV-budget and embedding tests, and the resume, decode, speculative, serve and KV-type
-# benches (what q8_0 KV costs where flash attention is on anyway), ending with one table.
+# carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout, slot, serve-batching
+# and drafting, KV-budget and embedding tests, and the resume, decode, speculative, serve (the
+# server's drafting among it) and KV-type benches (what q8_0 KV costs where flash attention is
+# on anyway), ending with one table.
 # Prepare first with bench/gpu_prepare.sh.
 #
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
@@ -70,14 +71,18 @@ checks() {
     row "offload planned" "$([ "${offload:-CPU only}" != "CPU only" ] && echo ok || echo FAIL)" "${offload:-?}"
     step "tests: resume, speculative, KV" tests.txt $PY -m pytest -q -p no:cacheprovider \
         tests/engine/test_resume.py tests/engine/test_speculative.py tests/engine/test_kvlayout.py \
-        tests/engine/test_offload.py tests/engine/test_cost_model.py
+        tests/engine/test_offload.py tests/engine/test_cost_model.py tests/engine/test_slot_states.py \
+        tests/engine/test_cancel.py
     step "bench: resume" resume.txt $PY bench/resume.py --repeat 3
     step "bench: decode" decode.txt $PY bench/decode.py --repeat 3 --cases idle
     step "bench: speculative" speculative.txt $PY bench/speculative.py --repeat 3
-    # chatdb serve: batching where it pays (a GPU), against the bare batched loop.
-    step "tests: serve batching" serve_tests.txt $PY -m pytest -q -p no:cacheprovider \
-        tests/server/test_concurrency.py tests/server/test_bench_pieces.py
-    step "bench: serve" serve.txt $PY bench/serve.py --quick --only 145
+    # chatdb serve: batching where it pays (a GPU), against the bare batched loop; drafting in
+    # every slot, verified in the batched pass (a one-slot step costs little more per token
+    # there, so the decode bench's 0.98x and the editing task's 1.3x are what to read).
+    step "tests: serve batching, drafting" serve_tests.txt $PY -m pytest -q -p no:cacheprovider \
+        tests/server/test_concurrency.py tests/server/test_bench_pieces.py \
+        tests/server/test_drafting.py
+    step "bench: serve" serve.txt $PY bench/serve.py --quick --only 1456
     # The KV budget (drops, partial KV, a server and processes on one archive) and q8_0 KV,
     # then what q8_0 saves and costs with every layer on the GPU.
     step "tests: KV budget, q8_0" kv_tests.txt $PY -m pytest -q -p no:cacheprovider \
@@ -103,7 +108,7 @@ esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
 printf '%s\n' "${ROWS[@]}"
-for f in decode.txt speculative.txt resume.txt kv_types.txt; do
+for f in decode.txt speculative.txt resume.txt kv_types.txt serve.txt; do
     [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
 done
 ! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '

@@ -14,6 +14,9 @@
    client's against the same request alone.
 5. Decode tokens/s of answers held to a JSON schema by a grammar against
    the same answers without one (bench/serve_grammar.py; target 0.9x).
+6. Speculative decoding in the server: --draft auto against --draft off on
+   an editing task and on prose, at 1 and 4 clients (bench/serve_drafting.py;
+   targets 1.3x on editing at 1 client, never below 0.97x on prose).
 
 Every configuration runs interleaved with its baseline, --repeat times; the
 tables give medians, and ratios as the median of each repeat's own ratio.
@@ -52,13 +55,15 @@ from bare_batch import PROMPTS, BareBatch  # noqa: E402
 from serve_clients import (chatdb_server, chatdb_threads, concurrent, lcp_server,  # noqa: E402
                            llama_server, one_at_a_time, serial_rate, settle, together_rate)
 from serve_grammar import grammar_against_plain  # noqa: E402
+from serve_drafting import drafted_against_undrafted  # noqa: E402
 from serve_history import disk_for_shared_prefix, resume_after_restart  # noqa: E402
 
 from engine.llama.model_path import resolve_model_path  # noqa: E402
 from engine.machine.threads import ThreadTuner  # noqa: E402
 
-PRESETS = {"quick": dict(tokens=32, history=2000, repeat=1, rounds=2),
-           "smoke": dict(tokens=4, clients="1,2", history=300, repeat=1, rounds=1)}
+PRESETS = {"quick": dict(tokens=32, history=2000, repeat=1, rounds=2, draft_tokens=200),
+           "smoke": dict(tokens=4, clients="1,2", history=300, repeat=1, rounds=1,
+                         draft_tokens=8)}
 
 
 def requests(n: int, tag: str) -> list:
@@ -205,7 +210,9 @@ def parse(argv=None):
     parser.add_argument("--threads", type=int, help="fix every server's threads (default: chatdb's choice)")
     parser.add_argument("--lcp-deps", metavar="DIR", help="llama-cpp-python server's packages")
     parser.add_argument("--llama-server", metavar="PATH", help="a llama-server binary")
-    parser.add_argument("--only", default="12345", help="sections to run (default 12345)")
+    parser.add_argument("--draft-tokens", type=int, default=400,
+                        help="tokens per answer in section 6 (default 400: the whole edited file)")
+    parser.add_argument("--only", default="123456", help="sections to run (default 123456)")
     for name, preset in PRESETS.items():
         parser.add_argument(f"--{name}", action="store_true", help=f"preset: {preset}")
     args = parser.parse_args(argv)
@@ -226,7 +233,8 @@ def main(argv=None) -> None:
                     "2": lambda: resume_after_restart(args, work, model, lambda: _threads(tuner)),
                     "3": lambda: disk_for_shared_prefix(args, work, model, lambda: _threads(tuner)),
                     "4": lambda: ttft_under_load(args, work),
-                    "5": lambda: grammar_against_plain(args, work, model)}
+                    "5": lambda: grammar_against_plain(args, work, model),
+                    "6": lambda: drafted_against_undrafted(args, work)}
         for key in args.only:
             sections[key]()
             print(_load())

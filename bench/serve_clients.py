@@ -71,9 +71,10 @@ class Proc:
         self.stop()
 
 
-def chatdb_server(db: Path, workdir: Path, parallel: int = 4, threads=None) -> Proc:
+def chatdb_server(db: Path, workdir: Path, parallel: int = 4, threads=None, extra=()) -> Proc:
+    """`chatdb serve` on `db`; `extra`: more of its options (--draft off, say)."""
     argv = [sys.executable, "-m", "cli.main", "serve", "--db", str(db), "--port", "{port}",
-            "--parallel", str(parallel), "--queue", "64"]
+            "--parallel", str(parallel), "--queue", "64", *extra]
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {"PYTHONPATH": path, **({"CHATDB_THREADS": str(threads)} if threads else {})}
     return Proc("chatdb", argv, "/health", workdir, env)
