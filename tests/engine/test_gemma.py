@@ -162,7 +162,8 @@ def test_draft_model_with_another_vocabulary_is_refused(tmp_path, gemma_path, mo
 def test_doctor_names_the_memory_and_its_storage(tmp_path, gemma_path):
     doc, _ = run_chatdb("doctor", "--json", "--model", str(gemma_path), db=tmp_path / "a.db")
     assert doc["kv"]["memory"] == "iswa" and doc["kv"]["stored_as"] == "rows + window"
+    assert doc["kv"]["type"] == "f16"
     assert doc["kv"]["window"] == WINDOW and doc["kv"]["bytes_per_token"] == 3072
     _, proc = run_chatdb("doctor", "--model", str(gemma_path), db=tmp_path / "a.db")
-    assert "KV state: rows + window (attention with sliding-window layers, window 512 tokens)" \
+    assert "KV state: rows + window, f16 (attention with sliding-window layers, window 512 tokens)" \
         in proc.stdout

@@ -79,4 +79,4 @@ def test_doctor_names_the_memory_and_its_storage(tmp_path, hybrid_path):
     doc, _ = run_chatdb("doctor", "--json", "--model", str(hybrid_path), db=tmp_path / "a.db")
     assert doc["kv"]["memory"] == "hybrid" and doc["kv"]["stored_as"] == "rows + checkpoints"
     _, proc = run_chatdb("doctor", "--model", str(hybrid_path), db=tmp_path / "a.db")
-    assert "KV state: rows + checkpoints (attention and recurrent layers (hybrid)" in proc.stdout
+    assert "KV state: rows + checkpoints, f16 (attention and recurrent layers (hybrid)" in proc.stdout

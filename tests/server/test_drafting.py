@@ -7,12 +7,14 @@ answers must be equal token for token; the figures each reply carries say drafti
 
 from concurrent.futures import ThreadPoolExecutor
 
+from engine.decode.draft_policy import PAUSE_MIN
+
 from .conftest import Server
 
 CODE = "\n".join(f"def area_{i}(width, height):\n    return width * height + {i}" for i in range(6))
 EDIT = f"Rename width to w in this code and show all of it:\n```python\n{CODE}\n```"
 PROMPTS = [EDIT, "Name a colour.", "What is tea?", "Say hello in French."]
-TOKENS = 64
+TOKENS = 64   # well past the draft policy's first probe (PAUSE_MIN tokens), however costs stand
 
 
 def ask(server: Server, prompt: str) -> dict:
@@ -25,6 +27,7 @@ def text(reply: dict) -> str:
 
 def test_greedy_answers_drafted_in_the_server_equal_the_undrafted_alone_and_under_4_clients(
         start_server, tmp_path):
+    assert TOKENS > 2 * PAUSE_MIN
     plain = start_server("--parallel", 1, "--draft", "off", db=tmp_path / "plain.db")
     undrafted = [text(ask(plain, p)) for p in PROMPTS]       # one client, one at a time
     plain.stop()
@@ -40,4 +43,6 @@ def test_greedy_answers_drafted_in_the_server_equal_the_undrafted_alone_and_unde
         together = list(pool.map(lambda p: ask(server, p), PROMPTS))
     assert [text(r) for r in together] == undrafted
     assert max(r["chatdb"]["batch"]["most_sequences"] for r in together) >= 2
-    assert together[0]["chatdb"]["speculative"]["accepted"] > 0
+    # It drafts in the shared batch too. How much depends on what the costs measured on this
+    # machine say drafting pays (a pause ends in a probe PAUSE_MIN tokens on), so not `accepted`.
+    assert together[0]["chatdb"]["speculative"]["drafted"] > 0
