@@ -46,7 +46,8 @@ class ServerConfig:
 
 
 def build_app(turns, config: ServerConfig):
-    """The ASGI application; `turns` answers Turns (engine.batching.scheduler.SlotScheduler)."""
+    """The ASGI application; `turns` answers TurnRequests (engine.batching.request_loop's
+    RequestLoop)."""
     started = int(time.time())
 
     async def chat(request: Request):

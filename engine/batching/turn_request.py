@@ -41,7 +41,7 @@ class TurnRequest:
 @dataclass
 class TurnOutcome:
     placement: Placement
-    result: "object"          # engine.chat.TurnResult
+    result: "object"          # engine.batching.job.TurnResult
     # How it was batched: the most sequences one of its forward passes held, the passes
     # that read its prompt, and the fewest sequences one of those held.
     batch: dict = field(default_factory=dict)
