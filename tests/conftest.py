@@ -24,6 +24,13 @@ os.umask(0o000)
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# The suite starts several hundred chatdb processes on this checkout. Where the environment
+# says not to write bytecode (PYTHONDONTWRITEBYTECODE), each would compile some 200 modules
+# again at its start (a tenth of a second or more on a small machine): they cache it, as
+# Python does by default (into __pycache__, which git ignores).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 @pytest.fixture
 def db_path(tmp_path):
