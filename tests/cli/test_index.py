@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from chatdb.archive import Archive
+from engine.embed.indexer import BATCH
 
 from ..polling import wait_until
 
@@ -45,7 +46,7 @@ def started(chatdb, *args):
 
 @pytest.mark.timeout(600)
 def test_index_resumes_after_ctrl_c_and_kill_9(chatdb, db_path):
-    n = 240
+    n = 4 * BATCH   # a batch committed at each stop, and more left to carry on with
     fill(db_path, n)
     for stop in (signal.SIGINT, signal.SIGKILL):
         before = indexed(db_path)[0]

@@ -54,11 +54,11 @@ def _token_rows(db) -> int:
 def test_the_first_ask_reads_only_its_window(chatdb, chain, tmp_path):
     db = tmp_path / "chatdb.db"
     shutil.copy(chain, db)
-    asked = chatdb("ask", "-c", "--json", "--max-tokens", "1", "--ctx", "1024", "And then?",
+    asked = chatdb("ask", "-c", "--json", "--max-tokens", "1", "--ctx", "512", "And then?",
                    "--db", db, db=False)
     assert asked.returncode == 0 and "messages after the system prompt are left out" in asked.stderr
     assert json.loads(asked.stdout)["left_out_messages"] > MESSAGES * 0.9
-    assert _token_rows(db) < 200   # the window's messages (and the answer), not 10,000
+    assert _token_rows(db) < 100   # the window's messages (and the answer), not 10,000
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

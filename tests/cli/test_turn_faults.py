@@ -10,10 +10,13 @@ import signal
 import subprocess
 
 from chatdb.archive import Archive
+from engine.chat import Engine
+from engine.llama.sampling import SamplingSettings
 
 from ..polling import wait_until
 
 GREEDY = ("--temperature", "0", "--seed", "1", "--max-tokens", "12", "--ctx", "2048")
+SAMPLING = SamplingSettings(temperature=0, seed=1, max_tokens=12)   # GREEDY, in process
 
 
 def _state(db_path):
@@ -112,10 +115,21 @@ def test_four_concurrent_asks_on_one_conversation_become_sibling_branches(chatdb
             assert archive.message(result["user_message_id"]).parent_id == first["message_id"]
         assert archive.conversation(first["conversation_id"]).head_id in {
             r["message_id"] for r in results}
-    # Every branch's stored KV matches its path: continuing any of them from
-    # the archive answers as recomputing it does.
-    for result in results:
-        resumed = _same_answer_as_recomputed(
-            chatdb, db_path, tmp_path, "--fork-from", result["message_id"], "Is it big?")
-        assert resumed["kv"]["source"] == "archive"
-        assert resumed["kv"]["restored_tokens"] > 0
+    # Every branch's stored KV matches its path: continuing any of them from the archive
+    # answers as recomputing it does (on a copy, without KV). One engine each, in this
+    # process: the processes' part is done.
+    copy = tmp_path / "copy.db"
+    shutil.copy(db_path, copy)
+    with Archive.open(db_path) as archive, Archive.open(copy) as other:
+        resuming = Engine.open(archive, sampling=SAMPLING, draft="off", n_ctx=2048)
+        recomputing = Engine.open(other, sampling=SAMPLING, draft="off", n_ctx=2048, use_kv=False)
+        try:
+            for result in results:
+                fork = archive.fork(result["message_id"]).id
+                resumed = resuming.reply(fork, "Is it big?")
+                assert resumed.kv_source == "archive" and resumed.restored_tokens > 0
+                assert resumed.text == recomputing.reply(other.fork(result["message_id"]).id,
+                                                         "Is it big?").text
+        finally:
+            resuming.close()
+            recomputing.close()

@@ -57,7 +57,7 @@ def greedy(api, messages, **fields):
 
 # -- the context's end -------------------------------------------------------------
 
-LONG = [{"role": "user", "content": "Tell me all you know about ships. " * 36}]
+LONG = [{"role": "user", "content": "Tell me all you know about ships. " * 43}]   # near the most that fits 512
 
 
 def test_an_answer_that_runs_into_the_context_end_finishes_length(server, api):
