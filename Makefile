@@ -38,6 +38,8 @@ GEMMA := $(VENV)/share/chatdb/models/gemma-3-270m-q4_k_m.gguf
 HYBRID := $(VENV)/share/chatdb/models/tiny-hybrid-lfm2.gguf
 # And a tiny purely recurrent one (Mamba), written the same way.
 MAMBA := $(VENV)/share/chatdb/models/tiny-mamba.gguf
+# And a tiny llama-architecture one carrying Qwen2.5's chat template (tool support).
+TOOLS := $(VENV)/share/chatdb/models/tiny-tools-qwen-template.gguf
 
 .PHONY: chat test install test-models bench clean
 
@@ -47,7 +49,7 @@ chat: install
 test: install test-models
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-models: $(GEMMA) $(HYBRID) $(MAMBA)
+test-models: $(GEMMA) $(HYBRID) $(MAMBA) $(TOOLS)
 
 $(HYBRID): tests/assets/tiny_hybrid.py | $(VENV)/.installed
 	mkdir -p $(dir $@)
@@ -56,6 +58,10 @@ $(HYBRID): tests/assets/tiny_hybrid.py | $(VENV)/.installed
 $(MAMBA): tests/assets/tiny_mamba.py | $(VENV)/.installed
 	mkdir -p $(dir $@)
 	$(BIN)/python tests/assets/tiny_mamba.py $@
+
+$(TOOLS): tests/assets/tiny_tools.py tests/assets/qwen2.5_chat_template.jinja | $(VENV)/.installed
+	mkdir -p $(dir $@)
+	$(BIN)/python tests/assets/tiny_tools.py $@
 
 $(GEMMA): tests/assets/install_gemma.py | $(VENV)/.installed
 	$(BIN)/python tests/assets/install_gemma.py $(dir $@)

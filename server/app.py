@@ -19,6 +19,7 @@ from engine.llama.sampling import SamplingSettings
 from engine.batching.turn_request import TurnRequest
 from engine.errors import PromptTooLong
 from engine.prompt.completion_prompt import NoFillInTheMiddle
+from engine.prompt.tool_format import FALLBACK, CallSyntax
 
 from . import chat_request, chat_response, completion_request, completion_response, embeddings
 from .bridge import first_or_disconnect, submit
@@ -43,6 +44,7 @@ class ServerConfig:
     n_vocab: int = 0
     embeddings: "embeddings.EmbeddingService | None" = None   # /v1/embeddings; None: off
     prompts: "object | None" = None   # engine.prompt.completion_prompt.CompletionPrompts
+    tool_syntax: CallSyntax = FALLBACK   # how the model's template takes tools (tool_support)
 
 
 def build_app(turns, config: ServerConfig):
@@ -51,7 +53,7 @@ def build_app(turns, config: ServerConfig):
     started = int(time.time())
 
     async def chat(request: Request):
-        req = chat_request.parse(await _json(request))
+        req = chat_request.parse(await _json(request), config.tool_syntax)
         turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req),
                          config.parallel, config.prompts.model.vocab if config.prompts else None)
         ticket = submit(turns, turn)

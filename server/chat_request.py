@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from engine.prompt.tool_format import FALLBACK, CallSyntax
+
 from . import fields as f
 from .errors import bad_field
 from .output_format import OutputFormat, read_response_format
@@ -47,9 +49,11 @@ class ChatRequest:
     tool_choice: ToolChoice = field(default_factory=ToolChoice)
     logprobs: bool = False
     top_logprobs: int = 0
+    syntax: CallSyntax = FALLBACK       # how the model's template takes tools (tool_support)
 
 
-def parse(body) -> ChatRequest:
+def parse(body, syntax: CallSyntax = FALLBACK) -> ChatRequest:
+    """`syntax`: the model's (its calls are constrained and written back in its spacing)."""
     if not isinstance(body, dict):
         raise bad_field(None, "the request body must be a JSON object", "invalid_json")
     if body.get("modalities") == ["text"]:        # what it answers in anyway
@@ -68,8 +72,8 @@ def parse(body) -> ChatRequest:
         include_usage=stream and f.boolean(options, "include_usage", "stream_options.include_usage"),
         sampling=f.sampling(body, _max_tokens(body)), user=f.text(body, "user"),
         n=f.whole(body, "n", 1, MOST_N) or 1, output=read_response_format(body.get("response_format")),
-        tools=tools, tool_choice=read_tool_call(body, tools), logprobs=logprobs,
-        top_logprobs=top or 0)
+        tools=tools, tool_choice=read_tool_call(body, tools, syntax.separators), logprobs=logprobs,
+        top_logprobs=top or 0, syntax=syntax)
 
 
 def _messages(messages) -> list[ChatMessage]:

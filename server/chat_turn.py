@@ -14,12 +14,15 @@ from .errors import bad_field
 
 def archived_messages(req: ChatRequest) -> list[tuple[str, str]]:
     """(role, content) as stored: the tools listed in the system message, an assistant's
-    calls written as the model writes them, tool results as `tool` messages."""
+    calls written as the model writes them (in its template's spacing), tool results as
+    `tool` messages. The same for every template: how one reads them is the engine's
+    (engine/prompt/tool_format.py)."""
     out = []
     for message in req.messages:
         content = message.content
         if message.tool_calls:
-            calls = call_text([ToolCall(c["name"], c["arguments"]) for c in message.tool_calls])
+            calls = call_text([ToolCall(c["name"], c["arguments"]) for c in message.tool_calls],
+                              req.syntax)
             content = f"{content}\n{calls}" if content else calls
         out.append((message.role, content))
     if req.tools:

@@ -9,7 +9,7 @@ schema; `none` lists the tools but takes no calls.
 import re
 from dataclasses import dataclass
 
-from engine.llama.grammar import Grammar, GrammarError, tool_call_grammar
+from engine.llama.grammar import COMPACT, Grammar, GrammarError, tool_call_grammar
 
 from .errors import bad_field
 
@@ -65,8 +65,9 @@ def read_tools(value) -> list[Tool]:
     return tools
 
 
-def read_tool_call(body: dict, tools: list[Tool]) -> ToolChoice:
-    """tool_choice (default auto with tools, none without) and parallel_tool_calls."""
+def read_tool_call(body: dict, tools: list[Tool], separators=COMPACT) -> ToolChoice:
+    """tool_choice (default auto with tools, none without) and parallel_tool_calls; the
+    calls' grammar spaces their JSON with `separators` (the model's template's)."""
     choice = body.get("tool_choice")
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):
@@ -93,5 +94,6 @@ def read_tool_call(body: dict, tools: list[Tool]) -> ToolChoice:
     if mode == "none":
         return ToolChoice("none", None, parallel)
     chosen = [(t.name, t.parameters) for t in tools if name is None or t.name == name]
-    grammar = tool_call_grammar(chosen, parallel and mode != "named", lazy=mode == "auto")
+    grammar = tool_call_grammar(chosen, parallel and mode != "named", lazy=mode == "auto",
+                                separators=separators)
     return ToolChoice(mode, name, parallel, grammar)

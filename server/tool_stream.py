@@ -2,10 +2,10 @@
 
 Text before a call streams as content; a call streams as a `tool_calls`
 delta with its index, id, type and name, then its arguments in fragments as
-the model writes them. Calls are written in one fixed form (the grammar of
-engine.llama.grammar.tool_call_grammar), so the stream is cut by plain text
-matching; what is held back at any moment is at most the length of a
-marker.
+the model writes them. Calls are written in a fixed form (the grammar of
+engine.llama.grammar.tool_call_grammar: compact JSON, or spaced as the
+model's template spaces it), so the stream is cut by plain text matching;
+what is held back at any moment is at most the length of a marker.
 """
 
 import re
@@ -14,7 +14,7 @@ import uuid
 from engine.llama.grammar import CALL_CLOSE, CALL_OPEN
 
 OPEN = CALL_OPEN.strip()
-HEAD = re.compile(re.escape(OPEN) + r'\s*\{"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:', re.S)
+HEAD = re.compile(re.escape(OPEN) + r'\s*\{"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*(?=\S)', re.S)
 TAIL = "}" + CALL_CLOSE          # after the arguments
 
 

@@ -62,6 +62,7 @@ def gemma_path():
 
 HYBRID_FILE = "tiny-hybrid-lfm2.gguf"
 MAMBA_FILE = "tiny-mamba.gguf"
+TOOLS_FILE = "tiny-tools-qwen-template.gguf"
 
 
 def _tiny_model(tmp_path_factory, script: str, name: str) -> Path:
@@ -87,6 +88,12 @@ def hybrid_path(tmp_path_factory):
 def mamba_path(tmp_path_factory):
     """A tiny purely recurrent model (Mamba)."""
     return _tiny_model(tmp_path_factory, "tiny_mamba", MAMBA_FILE)
+
+
+@pytest.fixture(scope="session")
+def tools_model_path(tmp_path_factory):
+    """A tiny llama-architecture model carrying Qwen2.5's chat template (tool support)."""
+    return _tiny_model(tmp_path_factory, "tiny_tools", TOOLS_FILE)
 
 
 # -- search by meaning -------------------------------------------------------------------

@@ -126,7 +126,8 @@ def run(args) -> int:
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
                           turns.engine.model.n_vocab, prompts=CompletionPrompts(turns.engine.model),
-                          embeddings=service)
+                          embeddings=service,
+                          tool_syntax=turns.engine.chat_format.template.tool_syntax)
     indexer = background_indexer(db_path(args), embed_path)
     try:
         serve(sock, turns, config, max_connections=args.max_connections,

@@ -17,7 +17,7 @@ from ..decode.modes import Finish
 from ..decode.stream import Generation
 from ..errors import Cancelled, EngineError
 from ..kv.writer import KVWriter, reopening
-from ..prompt.path_tokens import PathTokens, PromptBuilder, as_chat
+from ..prompt.path_tokens import PathTokens, PromptBuilder
 from ..prompt.prepared import Prepared
 from .job import Job, SlotFigures, TurnResult
 
@@ -105,7 +105,7 @@ class AnswerJob(Job):
         """The answer's exact tokens; None (the answer is kept all the same) when the
         template renders it other than as it was generated."""
         try:
-            return self.keeper.prompts.answer_tokens(as_chat(self.prepared.path),
+            return self.keeper.prompts.answer_tokens(self.keeper.prompts.chat(self.prepared.path),
                                                      self.prepared.opening, gen.text, gen.tokens,
                                                      gen.covered)
         except EngineError as exc:  # not prefix-stable, or failing on this answer

@@ -5,12 +5,14 @@ its json_schema_to_grammar): objects, required and optional properties,
 enums, consts, arrays with item counts, nested definitions ($ref), string
 lengths and patterns, number ranges. Two rules are tightened: a string may
 not hold a raw control character (JSON forbids it, and json.loads refuses
-it), and tool calls are written with no optional spaces, so the text a
-model writes for a call is exactly the text chatdb renders for it when a
+it), and tool calls are written with fixed spacing (none, or Python's
+json.dumps spacing where the model's template writes calls so), so the text
+a model writes for a call is exactly the text chatdb renders for it when a
 client sends the call back (the archive then finds the same message).
 """
 
 import json
+import re
 from dataclasses import dataclass
 
 from llama_cpp.llama_grammar import JSON_GBNF, SchemaConverter
@@ -18,6 +20,9 @@ from llama_cpp.llama_grammar import JSON_GBNF, SchemaConverter
 # JSON's string character, as llama.cpp's json.gbnf writes it: no raw control characters.
 STRICT_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 CALL_OPEN, CALL_CLOSE = "<tool_call>\n", "\n</tool_call>"
+COMPACT, SPACED = (",", ":"), (", ", ": ")   # JSON's item and key separators in a call
+# The converter's optional space after a separator, as it writes it in its rules
+_SEPARATOR_SPACE = re.compile(r'"([,:])" space(?![\w-])')
 
 
 class GrammarError(ValueError):
@@ -41,20 +46,24 @@ def json_grammar(schema: "dict | None") -> Grammar:
 
 
 def tool_call_grammar(functions: "list[tuple[str, dict]]", parallel: bool,
-                      lazy: bool = False) -> Grammar:
+                      lazy: bool = False, separators: "tuple[str, str]" = COMPACT) -> Grammar:
     """Calls of the (name, parameters schema) functions, each written as
     `<tool_call>\\n{"name":"NAME","arguments":{...}}\\n</tool_call>`, one or (parallel)
-    several; `lazy`: free text until the model opens a call (tool_choice auto)."""
+    several; `lazy`: free text until the model opens a call (tool_choice auto).
+    `separators`: COMPACT as above, or SPACED (`{"name": "NAME", "arguments": {"a": 1}}`,
+    json.dumps' own spacing) for the whole call, arguments included."""
+    item, key = separators
     converter = _converter()
     alternatives = []
     for i, (name, parameters) in enumerate(functions):
         args = _visit(converter, parameters or {"type": "object"}, f"f{i}-args")
-        head = json.dumps(CALL_OPEN + '{"name":' + json.dumps(name) + ',"arguments":')
+        head = json.dumps(CALL_OPEN + '{"name"' + key + json.dumps(name) + item + '"arguments"' + key)
         tail = json.dumps("}" + CALL_CLOSE)
         alternatives.append(converter._add_rule(f"f{i}-call", f"{head} {args} {tail}"))
     converter._add_rule("call", " | ".join(alternatives))
     converter._add_rule("root", 'call ("\\n" call)*' if parallel else "call")
-    return Grammar(_format(converter, compact=True), CALL_OPEN.strip() if lazy else None)
+    return Grammar(_format(converter, compact=True, spaced=separators == SPACED),
+                   CALL_OPEN.strip() if lazy else None)
 
 
 def _converter() -> SchemaConverter:
@@ -73,10 +82,14 @@ def _visit(converter: SchemaConverter, schema, name: str) -> str:
         raise GrammarError(f"the schema cannot be turned into a grammar: {exc or type(exc).__name__}") from None
 
 
-def _format(converter: SchemaConverter, compact: bool) -> str:
+def _format(converter: SchemaConverter, compact: bool, spaced: bool = False) -> str:
+    """`compact`: no optional spaces; `spaced` as well: one space after each `,` and `:`."""
     rules = converter._rules
     if "char" in rules:
         rules["char"] = STRICT_CHAR
     if compact:
         rules["space"] = '""'
+    if spaced:
+        for name, rule in rules.items():
+            rules[name] = _SEPARATOR_SPACE.sub(r'"\1 "', rule)
     return converter.format_grammar()

@@ -18,7 +18,7 @@ from ..errors import Cancelled
 from ..llama.model import Model
 from .content_tokens import content_spans, sentinel, specials_of, tokens_with_text_content
 from .template import ChatTemplate, TemplateUnstable
-from .tool_format import as_template_message
+from .tool_format import FALLBACK, CallSyntax, as_native_message, as_template_message
 
 
 @dataclass
@@ -39,8 +39,16 @@ class PathTokens:
         return [int(end) for end in np.cumsum(self.lengths)]
 
 
-def as_chat(messages: list[Message]) -> list[dict]:
-    return [as_template_message(m.role, m.content) for m in messages]
+def as_chat(messages: list[Message], syntax: CallSyntax = FALLBACK) -> list[dict]:
+    """The messages as the template reads them (tool_format: natively where `syntax` says
+    the template has tool support)."""
+    return [chat_message(m.role, m.content, syntax) for m in messages]
+
+
+def chat_message(role: str, content: str, syntax: CallSyntax = FALLBACK) -> dict:
+    if syntax.native:
+        return as_native_message(role, content, syntax)
+    return as_template_message(role, content)
 
 
 def tokenizer_id(template: ChatTemplate, model_fp: str) -> str:
@@ -55,6 +63,10 @@ class PromptBuilder:
     def __init__(self, model: Model, template: ChatTemplate, archive: Archive, tokenizer: str):
         self.model, self.template, self.archive, self.tokenizer = model, template, archive, tokenizer
         self.cancelled = None   # a turn's stop request (callable), asked while reading a path
+
+    def chat(self, messages: list[Message]) -> list[dict]:
+        """`messages` as this builder's template reads them."""
+        return as_chat(messages, self.template.tool_syntax)
 
     def stop_when(self, cancelled) -> None:
         """Reading paths from now on stops (Cancelled) once `cancelled()` is true (the turn's
@@ -71,7 +83,7 @@ class PromptBuilder:
         if not path:
             return PathTokens([], [])
         stored = dict(self.archive.tokens.along_path(path[-1].id, self.tokenizer))
-        arrays, chat, computed = [], as_chat(path), []
+        arrays, chat, computed = [], self.chat(path), []
         try:
             for i, message in enumerate(path):
                 tokens = stored.get(message.id)
@@ -105,7 +117,7 @@ class PromptBuilder:
 
     def whole(self, path: list[Message]) -> PathTokens:
         """The path tokenized as one text (for templates that are not prefix-stable)."""
-        chat = as_chat(path)
+        chat = self.chat(path)
         text = self.template.boundary(chat)
         marked = self.template.boundary([{**m, "content": sentinel(i)} for i, m in enumerate(chat)])
         tokens = self.text_tokens(text, marked, [m["content"] for m in chat])
@@ -132,7 +144,7 @@ class PromptBuilder:
 
     def generation_tokens(self, path: list[Message]) -> list[int]:
         """The tokens that open an answer after `path`."""
-        return self.model.tokenize(self.template.generation_prompt(as_chat(path)))
+        return self.model.tokenize(self.template.generation_prompt(self.chat(path)))
 
     def answer_tokens(self, before: list[dict], opening: list[int], content: str,
                       generated: list[int], covered: "int | None" = None) -> "list[int] | None":
@@ -145,7 +157,8 @@ class PromptBuilder:
         the model saw).
         """
         template = self.template
-        text = template.message_text(before, {"role": "assistant", "content": content})
+        answer = chat_message("assistant", content, template.tool_syntax)
+        text = template.message_text(before, answer)
         head = template.generation_prompt(before) + content[:covered]
         if not text.startswith(head):
             return None
@@ -165,7 +178,7 @@ class LazyPathTokens:
     before them that show it must stop. Stored as computed, like path_tokens'."""
 
     def __init__(self, builder: PromptBuilder, path: list[Message]):
-        self.builder, self.path, self.chat = builder, path, as_chat(path)
+        self.builder, self.path, self.chat = builder, path, builder.chat(path)
         stored = builder.archive.tokens.along_path(path[-1].id, builder.tokenizer) if path else []
         self.arrays: "list[np.ndarray | None]" = [tokens for _, tokens in stored]
         self.computed: list = []

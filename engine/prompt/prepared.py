@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import PromptTooLong
 from ..llama.sampling import SamplingSettings
-from .path_tokens import PromptBuilder, as_chat
+from .path_tokens import PromptBuilder
 from .template import TemplateUnstable
 from .window import Window, fit_path
 
@@ -39,7 +39,7 @@ def budget(n_ctx: int, settings: SamplingSettings, opening) -> int:
 def check_question(prompts: PromptBuilder, path, settings: SamplingSettings) -> None:
     """PromptTooLong unless the question at the end of `path` fits with the system prompt."""
     n_ctx = prompts.model.n_ctx
-    before, question = as_chat(path[:-1]), as_chat(path[-1:])[0]
+    before, question = prompts.chat(path[:-1]), prompts.chat(path[-1:])[0]
     try:
         question_tokens = prompts.piece_tokens(before, question)
     except TemplateUnstable:

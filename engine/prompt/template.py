@@ -4,14 +4,23 @@ Each message's tokens are the exact tokens it adds to the prompt: the text
 the template renders for the path up to it, minus what the path before it
 rendered. That only works where the template is prefix-stable (rendering a
 longer path extends the shorter one); `message_texts` says when it is not.
+
+Rendered as Hugging Face's apply_chat_template renders (what models are
+trained on): `tojson` is its filter (no HTML escaping, keys in their order,
+json.dumps' spacing), and the functions a system message carries (its
+"tools" key, tool_format.as_native_message) are the template's `tools`.
 """
 
+import json
 from dataclasses import dataclass
+from functools import cached_property
 
 from jinja2 import BaseLoader, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import EngineError
+from .tool_format import CallSyntax
+from .tool_support import call_syntax
 
 CHATML = (
     "{% for message in messages %}"
@@ -37,6 +46,23 @@ def _raise(message: str):
     raise _Refused(message)
 
 
+def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    """Hugging Face's tojson, which chat templates are written for (Jinja's own escapes
+    HTML characters and sorts keys)."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+def _with_tools(messages: list[dict]) -> "tuple[list[dict], dict]":
+    """The messages as the template reads them, and the `tools` variable where the first
+    one carries functions."""
+    tools = messages[0].get("tools") if messages else None
+    if not tools:
+        return messages, {}
+    first = {k: v for k, v in messages[0].items() if k != "tools"}
+    return [first] + messages[1:], {"tools": tools}
+
+
 @dataclass
 class ChatTemplate:
     source: str
@@ -45,13 +71,21 @@ class ChatTemplate:
 
     def __post_init__(self):
         env = ImmutableSandboxedEnvironment(loader=BaseLoader(), trim_blocks=True, lstrip_blocks=True)
+        env.filters["tojson"] = _tojson
         self._template = env.from_string(self.source)
 
+    @cached_property
+    def tool_syntax(self) -> CallSyntax:
+        """How tools reach this template (tool_support.call_syntax: natively or not)."""
+        return call_syntax(self)
+
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        messages, tools = _with_tools(messages)
         try:
             return self._template.render(
                 messages=messages, add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token, eos_token=self.eos_token, raise_exception=_raise)
+                bos_token=self.bos_token, eos_token=self.eos_token, raise_exception=_raise,
+                **tools)
         except _Refused as exc:
             raise TemplateFailed(f"the model's chat template refuses this conversation: {exc}") from None
         except Exception as exc:  # a template's own bug (undefined name, bad filter, ...)

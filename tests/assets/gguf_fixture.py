@@ -8,9 +8,11 @@ import gguf
 import numpy as np
 
 
-def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors, seed: int = 0) -> Path:
+def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors, seed: int = 0,
+          chat_template: "str | None" = None) -> Path:
     """Write `out` (atomically): keys(writer) adds the model's keys, tensors(rng, n_vocab)
-    yields (name, array) drawn from a generator seeded with `seed`; returns `out`."""
+    yields (name, array) drawn from a generator seeded with `seed`; returns `out`.
+    `chat_template`: the model's, instead of the tokenizer file's."""
     source = gguf.GGUFReader(tokenizer)
     n_vocab = len(source.fields["tokenizer.ggml.tokens"].data)
     tmp = out.with_suffix(".tmp")
@@ -18,7 +20,9 @@ def write(out: Path, tokenizer: Path, arch: str, name: str, keys, tensors, seed:
     w.add_name(name)
     w.add_vocab_size(n_vocab)
     keys(w)
-    _copy_tokenizer(source, w)
+    _copy_tokenizer(source, w, skip={"tokenizer.chat_template"} if chat_template else set())
+    if chat_template:
+        w.add_chat_template(chat_template)
     for tensor, array in tensors(np.random.default_rng(seed), n_vocab):
         w.add_tensor(tensor, array)
     w.write_header_to_file()
@@ -48,9 +52,9 @@ def main(write_model) -> None:
     write_model(Path(sys.argv[1]), source)
 
 
-def _copy_tokenizer(source: gguf.GGUFReader, w: gguf.GGUFWriter) -> None:
+def _copy_tokenizer(source: gguf.GGUFReader, w: gguf.GGUFWriter, skip: set) -> None:
     for key, field in source.fields.items():
-        if not key.startswith("tokenizer."):
+        if not key.startswith("tokenizer.") or key in skip:
             continue
         kind = field.types[0]
         if kind == gguf.GGUFValueType.ARRAY:
