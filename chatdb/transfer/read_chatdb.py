@@ -1,4 +1,4 @@
-"""Reading chatdb's own export (chatdb.export) back into import records."""
+"""Reading chatdb's own export (export_json) back into import records, an entry at a time."""
 
 from ..records import ROLES, STATUSES
 from .export_json import FORMAT, VERSION
@@ -9,18 +9,18 @@ def is_chatdb_export(document) -> bool:
     return isinstance(document, dict) and document.get("format") == FORMAT
 
 
-def read_chatdb_export(document: dict) -> list[ConversationRecord]:
-    version = get(document, "version", int, "")
+def check_version(header: dict) -> None:
+    """The export's version, from its top-level fields, is one this chatdb reads."""
+    version = get(header, "version", int, "")
     if version > VERSION:
         raise fail("", f"chatdb export version {version} comes from a newer chatdb "
                        f"(this one reads up to {VERSION}); upgrade chatdb")
     if version < 1:
         raise fail("", f"unknown chatdb export version {version}")
-    conversations = get(document, "conversations", list, "")
-    return [_conversation(number, raw) for number, raw in enumerate(conversations, 1)]
 
 
-def _conversation(number: int, raw) -> ConversationRecord:
+def read_chatdb_conversation(number: int, raw) -> ConversationRecord:
+    """The number-th entry (from 1) of the export's "conversations"."""
     if not isinstance(raw, dict):
         raise fail(conversation_label(number, None), "is not an object")
     where = conversation_label(number, raw.get("title"))

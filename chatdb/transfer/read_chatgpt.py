@@ -28,13 +28,8 @@ def is_chatgpt_export(document) -> bool:
     return isinstance(document, list) or (isinstance(document, dict) and "mapping" in document)
 
 
-def read_chatgpt_export(document) -> list[ConversationRecord]:
-    if isinstance(document, dict):
-        document = [document]
-    return [_conversation(number, raw) for number, raw in enumerate(document, 1)]
-
-
-def _conversation(number: int, raw) -> ConversationRecord:
+def read_chatgpt_conversation(number: int, raw) -> ConversationRecord:
+    """The number-th conversation (from 1) of the file."""
     if not isinstance(raw, dict):
         raise fail(conversation_label(number, None), "is not an object")
     where = conversation_label(number, raw.get("title"))

@@ -1,10 +1,10 @@
 """What every import format is read into before anything is written.
 
-A reader (import_json, import_chatgpt) turns a document into a list of
-ConversationRecord, checking shapes as it goes and failing with an
-ImportFormatError that says where; only then does import_writer touch the
-archive. Messages and conversations are identified by uid, so importing the
-same file twice finds everything already there.
+A reader (read_chatdb, read_chatgpt) turns each conversation of a file into
+a ConversationRecord, checking shapes as it goes and failing with an
+ImportFormatError that says where; only then does the writer touch the
+archive with it. Messages and conversations are identified by uid, so
+importing the same file twice finds everything already there.
 """
 
 from collections import defaultdict
@@ -101,14 +101,44 @@ def get(obj: dict, key: str, kinds: "type | tuple", where: str, *, required: boo
     return value
 
 
-def check_text(records: list[ConversationRecord]) -> None:
+def check_text(record: ConversationRecord) -> None:
     """Every string SQLite will store is UTF-8-encodable: JSON's "\\ud800" escape
     reads as a lone surrogate, which no text column can hold (and no export could
     write). Every field is checked, meta's keys and values too."""
-    for record in records:
-        _check_fields(record, record.where)
-        for message in record.messages:
-            _check_fields(message, message.where)
+    if _encodable(record):
+        return
+    _check_fields(record, record.where)   # to say which, and where
+    for message in record.messages:
+        _check_fields(message, message.where)
+
+
+def _encodable(record: ConversationRecord) -> bool:
+    """The quick look: all of the record's text encoded at once."""
+    texts: list[str] = []
+    for item in (record, *record.messages):
+        for value in vars(item).values():
+            if isinstance(value, str):
+                texts.append(value)
+            elif value and isinstance(value, dict):
+                _strings(value, texts)
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _strings(value, texts: list[str]) -> None:
+    """Every string in a value from JSON (keys too), added to `texts`."""
+    if isinstance(value, str):
+        texts.append(value)
+    elif isinstance(value, dict):
+        texts.extend(value)   # the keys
+        for item in value.values():
+            _strings(item, texts)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, texts)
 
 
 def _check_fields(record, where: str) -> None:

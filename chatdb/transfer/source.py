@@ -1,105 +1,127 @@
-"""Reading an import file's JSON text, within what memory allows.
+"""An import file's JSON text as a stream: a file, stdin, or the
+conversations.json inside a ChatGPT export's .zip.
 
-An import is parsed whole (it is one transaction, checked before anything
-is written), and Python's JSON parser takes about 3x the text in memory,
-the records and the text itself about as much again: so the text may take at
-most 1/MEMORY_SHARE of the machine's memory. A larger file is refused before
-it is read, by its size, or for a zip (a ChatGPT export) by the size its
-conversations.json declares; no more than that declared size is ever inflated
-(a member whose header lies is refused at its declared size, not at the limit). Zip members are read from the file, never the whole
-zip into memory.
+Nothing here reads the text whole: the import reads it a part at a time. A
+zip member is inflated from the file as it is read, never the whole zip into
+memory, and never past the size its header declares (a member whose header
+lies is refused there). A zip needs seeking, so one piped to stdin is first
+copied to a temporary file (compressed, as it came).
 """
 
-import io
-import os
+import shutil
 import sys
+import tempfile
 import zipfile
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from .records import ImportFormatError
 
 CHATGPT_MEMBER = "conversations.json"  # inside a ChatGPT export .zip
-MEMORY_SHARE = 8
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 
 
-class TooLarge(ImportFormatError):
-    """A file whose text would not fit the memory an import may take."""
+class SourceError(ImportFormatError):
+    """A file that cannot be read as it claims to be: the message names it."""
 
 
-def memory_limit() -> int:
-    """The largest JSON text imported on this machine, in bytes."""
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not reported: assume a small machine
-        memory = 2 << 30
-    return memory // MEMORY_SHARE
+@dataclass
+class Source:
+    name: str                          # how errors name it ("" for data without a name)
+    read: Callable[[int], bytes]       # read(n): up to n bytes of JSON text, b"" at its end
 
 
-def read_source(file: str, limit: "int | None" = None) -> tuple[str, bytes]:
-    """(the name errors use, the JSON text) of FILE, or of stdin for "-"."""
-    limit = memory_limit() if limit is None else limit
+@contextmanager
+def open_source(file: str) -> Iterator[Source]:
+    """The JSON text of FILE (stdin for "-"), or of the conversations.json in it if it is a zip."""
     if file == "-":
-        data = sys.stdin.buffer.read(limit + 1)
-        _check_size("<stdin>", len(data), limit)
-        return "<stdin>", json_text(io.BytesIO(data), "<stdin>", limit)
-    path = Path(file).expanduser()
-    with open(path, "rb") as handle:
-        if not _is_zip(handle):
-            _check_size(file, os.fstat(handle.fileno()).st_size, limit)
-        return file, json_text(handle, file, limit)
+        with json_text(sys.stdin.buffer, "<stdin>") as source:
+            yield source
+        return
+    with open(Path(file).expanduser(), "rb") as handle, json_text(handle, file) as source:
+        yield source
 
 
-def json_text(handle, name: str, limit: int) -> bytes:
-    """The file's bytes, or those of the conversations.json inside it if it is a zip."""
-    if not _is_zip(handle):
-        return handle.read()
+@contextmanager
+def json_text(handle, name: str) -> Iterator[Source]:
+    """The handle's bytes, or those of the conversations.json inside it if it is a zip."""
+    start = handle.read(4)
+    if start not in (ZIP_MAGIC, EMPTY_ZIP_MAGIC):
+        yield Source(name, _after(start, handle.read))
+        return
+    if handle.seekable():
+        handle.seek(handle.tell() - len(start))
+        with _zip_member(handle, name) as source:
+            yield source
+        return
+    with tempfile.TemporaryFile() as copy:   # a zip piped in: zipfile reads its end first
+        copy.write(start)
+        shutil.copyfileobj(handle, copy)
+        copy.seek(0)
+        with _zip_member(copy, name) as source:
+            yield source
+
+
+def _after(start: bytes, read):
+    """read(n), with `start` (bytes already read) given back first."""
+    pending = [start] if start else []
+
+    def read_on(n: int) -> bytes:
+        if pending:
+            return pending.pop() + read(max(0, n - len(start)))
+        return read(n)
+    return read_on
+
+
+@contextmanager
+def _zip_member(handle, name: str) -> Iterator[Source]:
     try:
-        with zipfile.ZipFile(handle) as archive:
-            return _member(archive, name, limit)
+        archive = zipfile.ZipFile(handle)
     except zipfile.BadZipFile as exc:
-        raise ImportFormatError(_at(name, f"a damaged or truncated zip file ({exc})")) from None
+        raise SourceError(_at(name, f"a damaged or truncated zip file ({exc})")) from None
+    with archive:
+        members = [m for m in archive.infolist()
+                   if m.filename.rsplit("/", 1)[-1] == CHATGPT_MEMBER]
+        if not members:
+            raise SourceError(_at(name, f"a zip file without {CHATGPT_MEMBER}"))
+        member = min(members, key=lambda m: len(m.filename))
+        where = _at(name, member.filename)
+        try:
+            stream = archive.open(member)
+        except (zipfile.BadZipFile, EOFError, OSError) as exc:
+            raise SourceError(f"{where}: damaged inside the zip ({exc})") from None
+        with stream:
+            yield Source(name, _Inflating(stream, where, member.file_size).read)
 
 
-def _member(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
-    members = [m for m in archive.infolist() if m.filename.rsplit("/", 1)[-1] == CHATGPT_MEMBER]
-    if not members:
-        raise ImportFormatError(_at(name, f"a zip file without {CHATGPT_MEMBER}"))
-    member = min(members, key=lambda m: len(m.filename))
-    where = _at(name, member.filename)
-    _check_size(where, member.file_size, limit)
-    try:
-        with archive.open(member) as stream:
-            data = stream.read(member.file_size + 1)   # never more than the zip says it holds
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:  # zlib errors are OSError subclasses too
-        raise ImportFormatError(f"{where}: damaged inside the zip ({exc})") from None
-    if len(data) > member.file_size:
-        raise ImportFormatError(f"{where}: damaged inside the zip (it inflates past the "
-                                f"{_size(member.file_size)} its header declares)")
-    return data
+class _Inflating:
+    """A zip member read as it inflates, no further than the size its header declares."""
+
+    def __init__(self, stream, where: str, declared: int):
+        self.stream, self.where, self.declared = stream, where, declared
+        self.inflated = 0
+
+    def read(self, n: int) -> bytes:
+        try:
+            # One byte past what is left finds a member that goes on past its size.
+            data = self.stream.read(min(n, self.declared - self.inflated + 1))
+        except (zipfile.BadZipFile, EOFError, OSError) as exc:  # zlib errors are OSErrors too
+            raise SourceError(f"{self.where}: damaged inside the zip ({exc})") from None
+        self.inflated += len(data)
+        if self.inflated > self.declared:
+            raise SourceError(f"{self.where}: damaged inside the zip (it inflates past the "
+                              f"{size_text(self.declared)} its header declares)")
+        return data
 
 
 def _at(name: str, text: str) -> str:
     return f"{name}: {text}" if name else text
 
 
-def _is_zip(handle) -> bool:
-    start = handle.tell()
-    magic = handle.read(4)
-    handle.seek(start)
-    return magic in (ZIP_MAGIC, EMPTY_ZIP_MAGIC)
-
-
-def _check_size(where: str, size: int, limit: int) -> None:
-    if size > limit:
-        raise TooLarge(
-            f"{where} is {_size(size)}; an import may be at most {_size(limit)} here "
-            f"(1/{MEMORY_SHARE} of this machine's memory: the whole file is parsed at once, "
-            "at about 5x its size); split it into smaller files")
-
-
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"

@@ -2,8 +2,8 @@
 
 from dataclasses import asdict
 
-from chatdb.transfer.source import read_source
-from chatdb.transfer.importer import import_bytes
+from chatdb.transfer.importer import import_source
+from chatdb.transfer.source import open_source
 
 from .. import output
 from ..options import add_command, open_archive
@@ -39,9 +39,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    name, data = read_source(args.file)
-    with open_archive(args, create=True) as archive:
-        report = import_bytes(archive, data, source=name)
+    # The file is opened first: one that is missing, or a zip without its
+    # conversations.json, leaves no archive behind.
+    with open_source(args.file) as source, open_archive(args, create=True) as archive:
+        name = source.name
+        report = import_source(archive, source)
         warmed = (warm_conversations(archive, [c.id for c in archive.list_conversations()], args)
                   if args.warm else None)
     if args.json:

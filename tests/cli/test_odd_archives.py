@@ -9,7 +9,8 @@ import pytest
 
 from chatdb.archive import Archive
 from chatdb.transfer.records import ImportFormatError
-from chatdb.transfer.source import TooLarge, read_source
+from chatdb.transfer.importer import import_source
+from chatdb.transfer.source import open_source
 
 # Root ignores file modes; without its capabilities it is held to them like anyone.
 AS_USER = (["setpriv", "--inh-caps=-all", "--bounding-set=-all"] if os.geteuid() == 0 else [])
@@ -84,17 +85,20 @@ def test_a_truncated_zip_is_reported_as_such(chatdb, tmp_path, chatgpt_export, d
     assert not db_path.exists()
 
 
-def test_an_import_too_large_for_memory_is_refused_before_it_is_read(tmp_path):
+def test_only_a_conversation_too_large_for_memory_is_refused_and_before_it_is_read(tmp_path):
+    # The file is streamed: its size is no limit (a 4.8 MB file imports under a 1 MB
+    # limit), one conversation's text is, and it is refused before it is read whole.
     big = tmp_path / "export.zip"
     _zip(big, "export/conversations.json", b"[" + b" " * 5_000_000 + b"]")  # inflates 1,000x
     assert big.stat().st_size < 100_000
-    with pytest.raises(TooLarge, match=r"export/conversations.json is 4.8 MB; an import may be at most 1.0 MB"):
-        read_source(str(big), limit=1 << 20)
-    plain = tmp_path / "conversations.json"
-    plain.write_bytes(b"[" + b" " * 2_000_000 + b"]")
-    with pytest.raises(TooLarge, match="conversations.json is 1.9 MB"):
-        read_source(str(plain), limit=1 << 20)
-    assert read_source(str(big), limit=8 << 20)[1].strip() == b"[" + b" " * 5_000_000 + b"]"
+    with Archive.open(tmp_path / "a.db") as archive, open_source(str(big)) as source:
+        assert import_source(archive, source, limit=1 << 20).conversations == 0
+    huge = tmp_path / "conversations.json"
+    huge.write_bytes(b'[{"title": "' + b"x" * 2_000_000 + b'"}]')
+    with Archive.open(tmp_path / "a.db") as archive, open_source(str(huge)) as source:
+        with pytest.raises(ImportFormatError, match=r"conversations.json: conversation 1 is "
+                                                    r"over 1.0 MB of text"):
+            import_source(archive, source, limit=1 << 20)
 
 
 def test_a_zip_member_that_inflates_past_its_declared_size_is_cut_at_the_limit(tmp_path):
@@ -106,7 +110,9 @@ def test_a_zip_member_that_inflates_past_its_declared_size_is_cut_at_the_limit(t
     data[central + 24: central + 28] = (100).to_bytes(4, "little")
     lying.write_bytes(bytes(data))
     with pytest.raises(ImportFormatError, match="conversations.json: damaged inside the zip"):
-        read_source(str(lying), limit=1 << 20)
+        with open_source(str(lying)) as source:
+            while source.read(1 << 20):
+                pass
 
 
 def test_root_model_option_is_not_overwritten_by_the_subcommand(chatdb, tmp_path):
