@@ -1,6 +1,7 @@
 """`chatdb import` streams its file: memory does not grow with it, and it is still
 one transaction whose every link (forks, writers, ChatGPT's node order) comes out as before."""
 
+import json
 import sqlite3
 import sys
 import zipfile
@@ -109,3 +110,13 @@ def test_an_error_late_in_a_large_file_leaves_the_archive_as_it_was(chatdb, tmp_
     assert f'{path}: conversation {conversations} ("Chat {conversations - 1}"): message "m-' in line
     assert "\"role\" is 'robot'" in line
     assert _dump(db_path) == before
+
+
+def test_a_zip_piped_to_stdin_is_imported(chatdb, tmp_path, chatgpt_export):
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(chatgpt_export))
+    piped = chatdb("import", "-", "--json", input=_zipped(path).read_bytes())
+    assert piped.returncode == 0, piped.stderr
+    report = json.loads(piped.stdout)
+    assert report["file"] == "<stdin>" and report["format"] == "chatgpt"
+    assert report["conversations"] == len(chatgpt_export) and report["messages"] > 0
