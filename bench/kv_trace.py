@@ -58,8 +58,10 @@ def make_chats(rng: random.Random, n: int, low: int, high: int, count_tokens) ->
         target = rng.randint(low, high)
         chat = Chat(system=text(rng, rng.randint(8, 20)))
         total = count_tokens(chat.system) + 8
-        while total < target:
-            question, answer = text(rng, rng.randint(20, 80)), text(rng, rng.randint(60, 240))
+        while total < target - 20:
+            left = max(40, (target - total) // 2)   # about tokens per word: the last turn fits
+            question = text(rng, min(rng.randint(20, 80), left // 4))
+            answer = text(rng, min(rng.randint(60, 240), left))
             chat.turns.append((question, answer))
             total += count_tokens(question) + count_tokens(answer) + 10
         chats.append(chat)
