@@ -32,11 +32,12 @@ Part 2 (bench/kv_types.py) compares the KV types on SmolLM2 and Gemma 3:
 bytes stored per token, prefill and decode speed, and the quality against
 f16.
 
-    python bench/kv_budget.py [--quick] [--only budget|types] [--chats 40] [--events 120]
-                              [--traces 3] [--ttft-events 6] [--seed 1] [--work DIR]
+    python bench/kv_budget.py [--quick] [--only budget|types] [--chats 40] [--longest 3000]
+                              [--events 120] [--traces 3] [--ttft-events 6] [--seed 1] [--work DIR]
 
 Slow on a small machine (the chats are about 70,000 tokens to compute):
-hold the bench lock, `flock /tmp/bench.lock .venv/bin/python bench/kv_budget.py`.
+hold the bench lock, `flock /tmp/cpu.lock .venv/bin/python bench/kv_budget.py`; a shorter
+run: --longest 1500 --traces 2 --events 80.
 --quick runs a small version of both parts (12 chats of 300 to 1,200 tokens).
 """
 
@@ -57,7 +58,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from chatdb.archive import Archive  # noqa: E402
-from chatdb.kv.budget import format_size  # noqa: E402
 from chatdb.kv.report import file_sizes, report  # noqa: E402
 from chatdb.kv.store import Encoded  # noqa: E402
 
@@ -108,6 +108,7 @@ def parse_args():
     parser.add_argument("--events", type=int, help="reopenings in each trace")
     parser.add_argument("--traces", type=int, help="seeded traces over the same chats")
     parser.add_argument("--ttft-events", type=int, help="reopenings timed in each trace")
+    parser.add_argument("--longest", type=int, help="the most tokens a chat starts with (3,000)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, help="fixed threads (default: as chatdb chooses)")
     parser.add_argument("--work", type=Path, metavar="DIR",
@@ -117,7 +118,7 @@ def parse_args():
     args.events = args.events or (40 if args.quick else 120)
     args.traces = args.traces or (1 if args.quick else 3)
     args.ttft_events = args.ttft_events or (6 if args.quick else 6)
-    args.high = 1200 if args.quick else 3000
+    args.high = args.longest or (1200 if args.quick else 3000)
     return args
 
 
@@ -215,18 +216,25 @@ def load_plan(path: Path):
 
 
 def compute(engine, source, conv_id: int) -> int:
-    """Compute and store the KV of the conversation's path (what it lacks); its tokens."""
-    tokens = engine.prompts.path_tokens(source.messages(conv_id))
-    engine.cache.acquire(tokens.flat(), tokens)
-    engine.store_path_kv(tokens, engine.cache)
-    return len(tokens.flat())
+    """Compute and store the KV of the conversation's path (what it lacks), as `chatdb warm`
+    does (a restore of what the source holds, then the rest read and stored); its tokens."""
+    from engine.batching.warming import Warmer
+
+    report = Warmer(engine, source).warm([conv_id])
+    if report.too_long or report.over_budget:
+        raise SystemExit(f"chat {conv_id} not stored: too long for the context")
+    return len(engine.prompts.path_tokens(source.messages(conv_id)).flat())
+
+
+SEGMENT_SIZES = """
+SELECT k.message_id, length(k.data) + coalesce(length(s.data), 0) FROM kv_segments k
+LEFT JOIN kv_shared_rows s ON s.id = k.shared_id WHERE k.fingerprint = ?"""
 
 
 def replay_trace(engine, source, ops: list[Op], work: Path, replays: list[Replay], args, t: int) -> None:
     """One trace replayed on fresh archives, one per replay, in step."""
     fp = engine.fingerprint
-    sizes = source.conn.execute(
-        "SELECT message_id, length(data) FROM kv_segments WHERE fingerprint = ?", (fp,)).fetchall()
+    sizes = source.conn.execute(SEGMENT_SIZES, (fp,)).fetchall()
     sizes = dict(sizes)
     unbounded = sum(sizes[m] for op in ops for m in op.source_ids)   # all it stores at the end
     for r in replays:
@@ -296,20 +304,28 @@ def restorable(engine, archive, path: list[int]) -> int:
 
 def first_token_ms(engine, source, archive, path: list[int], to_source: dict) -> float:
     """Restore what `archive` holds of the path and compute the rest, to the question's last
-    token's logits (as a turn does), with nothing of it in the model or in memory."""
+    token's logits, as a turn's slot does (KVCache.restore, then the rest prefilled), with
+    nothing of it in the model or in memory."""
     from engine.kv.cache import KVCache
     from engine.kv.memory_states import MemoryStates
     from engine.prompt.path_tokens import PathTokens
 
     tokens = PathTokens(path, [source.tokens.get(to_source[m], engine.tokenizer) for m in path])
-    cache = KVCache(engine.cache.seq, archive, engine.cache.stored, True,
+    cache = KVCache(engine.cache.seq, archive, engine.cache.stored, True, warn=refuse,
                     memory=MemoryStates(engine.layout))
     cache.reset()
+    target = tokens.flat()
     started = time.perf_counter()
-    cache.acquire(tokens.flat(), tokens)
+    cache.restore(target, tokens)
+    cache.follow(target)
     ms = (time.perf_counter() - started) * 1000
     cache.reset()
     return ms
+
+
+def refuse(message: str):
+    """A replayed archive must restore what it stores: a refusal is the bench's fault."""
+    raise SystemExit(f"bench/kv_budget.py: a replayed archive's restore failed: {message}")
 
 
 def store(engine, source, r: Replay, path: list[int], conv_id: int, to_source: dict) -> None:
@@ -319,7 +335,7 @@ def store(engine, source, r: Replay, path: list[int], conv_id: int, to_source: d
     fp, archive = engine.fingerprint, r.archive
     todo = [m for m in path if not archive.kv.has(m, fp)]
     segments = [source.kv.get(to_source[m], fp) for m in todo]
-    sizes = [len(s.data) for s in segments]
+    sizes = [len(s.data) for s in segments]   # (a shared run's few rows besides)
     dropped = 0
     for i, (message_id, segment) in enumerate(zip(todo, segments)):
         with archive.transaction():
@@ -334,13 +350,31 @@ def store(engine, source, r: Replay, path: list[int], conv_id: int, to_source: d
             if not fits:
                 break
             archive.kv.put_encoded(message_id, fp, "rows", segment.n_tokens,
-                                   Encoded(segment.codec, segment.raw_size, segment.checksum, segment.data))
+                                   Encoded(segment.codec, segment.raw_size, segment.checksum, segment.data),
+                                   shared_id=copy_shared_run(source, archive, to_source[message_id], fp))
     with archive.transaction():
         archive.kv_keeping.record_use(fp, path[-1])
     if r.lru is not None:
         r.lru.used(conv_id)
     archive.kv_keeping.after_store(dropped)
     r.file_max = max(r.file_max, sum(file_sizes(archive.db_path)))
+
+
+SHARED_RUN = """
+SELECT s.id, s.digest FROM kv_segments k JOIN kv_shared_rows s ON s.id = k.shared_id
+WHERE k.message_id = ? AND k.fingerprint = ? AND k.kind = 'rows'"""
+
+
+def copy_shared_run(source, archive, source_id: int, fp: str) -> "int | None":
+    """The shared run (row_sharing.py) the source segment begins with, stored in `archive`
+    too; its id there (None: the segment holds all its rows)."""
+    row = source.conn.execute(SHARED_RUN, (source_id, fp)).fetchone()
+    if row is None:
+        return None
+    run = source.kv.get_shared(row[0])
+    shared_id, _ = archive.kv.put_shared(fp, row[1], run.n_tokens,
+                                         Encoded(run.codec, run.raw_size, run.checksum, run.data))
+    return shared_id
 
 
 def percentile(values: list[float], share: float) -> float:
