@@ -1,9 +1,11 @@
 """Grammars (llama.cpp's GBNF) that constrain sampling: JSON, JSON matching a schema, tool calls.
 
 The schema conversion is llama.cpp's own (llama_cpp.llama_grammar, a port of
-its json_schema_to_grammar): objects, required and optional properties,
-enums, consts, arrays with item counts, nested definitions ($ref), string
-lengths and patterns, number ranges. Two rules are tightened: a string may
+its json_schema_to_grammar), checked and completed by schema_rules.Converter:
+objects, required and optional properties, enums, consts, arrays with item
+counts, nested definitions ($ref), string lengths and formats, integer and
+number ranges; a keyword the grammar cannot enforce is refused (GrammarError
+naming it), never ignored. Two rules are tightened: a string may
 not hold a raw control character (JSON forbids it, and json.loads refuses
 it), and tool calls are written with fixed spacing (none, or Python's
 json.dumps spacing where the model's template writes calls so), so the text
@@ -15,7 +17,9 @@ import json
 import re
 from dataclasses import dataclass
 
-from llama_cpp.llama_grammar import JSON_GBNF, SchemaConverter
+from llama_cpp.llama_grammar import JSON_GBNF
+
+from .schema_rules import Converter, GrammarError
 
 # JSON's string character, as llama.cpp's json.gbnf writes it: no raw control characters.
 STRICT_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
@@ -23,10 +27,6 @@ CALL_OPEN, CALL_CLOSE = "<tool_call>\n", "\n</tool_call>"
 COMPACT, SPACED = (",", ":"), (", ", ": ")   # JSON's item and key separators in a call
 # The converter's optional space after a separator, as it writes it in its rules
 _SEPARATOR_SPACE = re.compile(r'"([,:])" space(?![\w-])')
-
-
-class GrammarError(ValueError):
-    """A schema the grammar conversion cannot express."""
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,11 @@ def tool_call_grammar(functions: "list[tuple[str, dict]]", parallel: bool,
                    CALL_OPEN.strip() if lazy else None)
 
 
-def _converter() -> SchemaConverter:
-    return SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+def _converter() -> Converter:
+    return Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
 
 
-def _visit(converter: SchemaConverter, schema, name: str) -> str:
+def _visit(converter: Converter, schema, name: str) -> str:
     if not isinstance(schema, dict):
         raise GrammarError("a JSON schema must be an object")
     try:
@@ -82,7 +82,7 @@ def _visit(converter: SchemaConverter, schema, name: str) -> str:
         raise GrammarError(f"the schema cannot be turned into a grammar: {exc or type(exc).__name__}") from None
 
 
-def _format(converter: SchemaConverter, compact: bool, spaced: bool = False) -> str:
+def _format(converter: Converter, compact: bool, spaced: bool = False) -> str:
     """`compact`: no optional spaces; `spaced` as well: one space after each `,` and `:`."""
     rules = converter._rules
     if "char" in rules:

@@ -301,6 +301,25 @@ def test_what_would_change_the_answer_is_refused_naming_it(server, field, value,
     assert error["type"] == "invalid_request_error" and error["param"] == param
 
 
+def test_a_schema_keyword_the_grammar_cannot_enforce_is_refused_naming_it(server):
+    """Structured output holds by construction: a keyword the grammar would not enforce is
+    a 400 naming it (and where), in response_format and in a tool's parameters alike."""
+    count = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}}
+    cases = [("response_format", {"type": "json_schema", "json_schema": {"name": "c", "schema": count}},
+              "response_format.json_schema.schema", "'multipleOf' at n"),
+             ("tools", [{"type": "function", "function": {"name": "mail", "parameters": {
+                 "type": "object", "properties": {"to": {"type": "string", "format": "email"}}}}}],
+              "tools[0].function.parameters", "'email' at to")]
+    for field, value, param, said in cases:
+        body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                field: value}
+        refused = httpx.post(server.base + "/chat/completions", json=body, headers=auth(), timeout=600)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"] == param
+        assert said in error["message"]
+
+
 def test_no_op_fields_are_accepted(server):
     body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
             "temperature": 0, "user": "u1", "metadata": {"k": "v"}, "store": False,
