@@ -152,9 +152,11 @@ class Scheduler:
             room -= self._planned(slot, room - (len(ongoing) - 1 - i))
         reading = sorted((s for s in busy if s.state == SlotState.READING),
                          key=lambda s: s.arrived)
-        budget = room if self.pace is None else min(room, self.pace.chunk())
-        for slot, given in zip(reading, share([s.wants(room) for s in reading], max(0, budget))):
-            self._planned(slot, room, given)
+        if reading:   # steps of generating slots alone, most of a turn's, skip the pacing
+            budget = room if self.pace is None else min(room, self.pace.chunk())
+            for slot, given in zip(reading, share([s.wants(room) for s in reading],
+                                                  max(0, budget))):
+                self._planned(slot, room, given)
         return [s for s in busy if s.busy and s.planned]
 
     @staticmethod

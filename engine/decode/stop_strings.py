@@ -9,6 +9,7 @@ class StopText:
     def __init__(self, stops: "list[str] | None"):
         self.stops = [s for s in (stops or []) if s]
         self.keep = max((len(s) for s in self.stops), default=1) - 1
+        self.firsts = {s[0] for s in self.stops}   # a held tail starts with one of these
         self.pending = ""
         self.hit = False
 
@@ -26,11 +27,18 @@ class StopText:
         return buffer[:len(buffer) - hold]
 
     def _held(self, buffer: str) -> int:
-        """Length of the longest tail of `buffer` that starts some stop string."""
-        for n in range(min(self.keep, len(buffer)), 0, -1):
-            tail = buffer[-n:]
+        """Length of the longest tail of `buffer` that starts some stop string.
+
+        Called for every token: only tails beginning with a stop string's first character
+        are tried (found by str.find), so text with none of them costs a find or two."""
+        start = max(0, len(buffer) - self.keep)
+        at = min((i for i in (buffer.find(c, start) for c in self.firsts) if i >= 0), default=-1)
+        while at >= 0:
+            tail = buffer[at:]
             if any(s.startswith(tail) for s in self.stops):
-                return n
+                return len(tail)
+            at = min((i for i in (buffer.find(c, at + 1) for c in self.firsts) if i >= 0),
+                     default=-1)
         return 0
 
     def flush(self) -> str:

@@ -73,10 +73,10 @@ class Stream:
         if out.first_token_at is None:
             out.first_token_at = out.last_token_at
         out.tokens.append(token)
-        if logprob is not None and not self.model.is_eog(token):   # an end token writes nothing
-            self._logprob(logprob)
-        if self.model.is_eog(token):
+        if self.model.is_eog(token):   # an end token writes nothing
             return self.end(Finish.STOP)
+        if logprob is not None:
+            self._logprob(logprob)
         if self._piece(self.utf8.decode(self.model.piece(token))):
             out.stopped_by_text = True
             return self.end(Finish.STOP)

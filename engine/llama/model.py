@@ -91,6 +91,10 @@ class Model:
         self.memory = llama_cpp.llama_get_memory(self.ctx)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.refusal = ""   # why llama.cpp last refused a state (set_state)
+        # Each token's bytes and whether it ends generation, once asked for: a stream asks at
+        # every token.
+        self._pieces: dict[int, bytes] = {}
+        self._eog: dict[int, bool] = {}
 
     # -- facts about the model ----------------------------------------------
 
@@ -177,6 +181,14 @@ class Model:
 
     def piece(self, token: int, special: bool = False) -> bytes:
         """The bytes of one token (possibly part of a UTF-8 character)."""
+        if not special:
+            known = self._pieces.get(token)
+            if known is None:
+                known = self._pieces[token] = self._piece(token, False)
+            return known
+        return self._piece(token, True)
+
+    def _piece(self, token: int, special: bool) -> bytes:
         buf = ctypes.create_string_buffer(64)
         n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, 64, 0, special)
         if n < 0:
@@ -185,7 +197,10 @@ class Model:
         return buf.raw[:n]
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        eog = self._eog.get(token)
+        if eog is None:
+            eog = self._eog[token] = bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+        return eog
 
     def token_text(self, token: int) -> str:
         return self.piece(token, special=True).decode("utf-8", errors="replace")

@@ -25,11 +25,23 @@ class Sequence:
     def __init__(self, model: Model, seq_id: int = 0):
         self.model, self.seq_id = model, seq_id
         self._decoder = Decoder(model, seq_id)
-        self.tokens = np.zeros(0, np.int32)   # the tokens whose KV the sequence holds
+        self._held = np.zeros(0, np.int32)    # the tokens whose KV the sequence holds, but
+        self._more: list[int] = []            # these, kept by settle since (one per step)
         self._queued: list[int] = []          # in a shared batch, not yet settled
 
     def __len__(self) -> int:
-        return len(self.tokens)
+        return len(self._held) + len(self._more)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The tokens whose KV the sequence holds (an array that is never changed in place)."""
+        if self._more:   # joined when asked for, not at every generated token
+            self._held = np.concatenate([self._held, np.asarray(self._more, np.int32)])
+            self._more = []
+        return self._held
+
+    def _hold(self, tokens: np.ndarray) -> None:
+        self._held, self._more = tokens, []
 
     # -- its KV as a whole ------------------------------------------------------
 
@@ -39,13 +51,13 @@ class Sequence:
         if not self.model.forget_from(n, self.seq_id):
             self.model.forget_from(0, self.seq_id)
             n = 0
-        self.tokens = self.tokens[:n]
+        self._hold(self.tokens[:n])
 
     def load(self, state, tokens: np.ndarray) -> bool:
         """Replace the KV with `state`, which holds `tokens`; False if llama.cpp refused it
         (the sequence is then empty)."""
         ok = self.model.set_state(state, self.seq_id)
-        self.tokens = np.array(tokens, np.int32) if ok else np.zeros(0, np.int32)
+        self._hold(np.array(tokens, np.int32) if ok else np.zeros(0, np.int32))
         return ok
 
     def state(self) -> memoryview:
@@ -59,7 +71,7 @@ class Sequence:
         prompt starts from the first one's KV."""
         self.model.forget_from(0, self.seq_id)
         llama_cpp.llama_memory_seq_cp(self.model.memory, other.seq_id, self.seq_id, -1, -1)
-        self.tokens = other.tokens.copy()
+        self._hold(other.tokens.copy())
 
     # -- computing alone ----------------------------------------------------------
 
@@ -67,18 +79,18 @@ class Sequence:
         """Compute the KV of `tokens` after those held, in batches (logits for the last)."""
         if len(tokens):
             tokens = np.asarray(tokens, np.int32)
-            self._decoder.prefill(tokens.tolist(), len(self.tokens))
-            self.tokens = np.concatenate([self.tokens, tokens])
+            self._decoder.prefill(tokens.tolist(), len(self))
+            self._hold(np.concatenate([self.tokens, tokens]))
 
     def step(self, token: int) -> None:
         """Compute one token after those held, with its logits (the hot loop of a drafter)."""
-        self._decoder.step(token, len(self.tokens))
-        self.tokens = np.append(self.tokens, np.int32(token))
+        self._decoder.step(token, len(self))
+        self._more.append(int(token))
 
     def verify(self, tokens) -> None:
         """Compute `tokens` after those held in one batch, with logits at every one."""
-        self._decoder.verify(tokens, len(self.tokens))
-        self.tokens = np.concatenate([self.tokens, np.asarray(tokens, np.int32)])
+        self._decoder.verify(tokens, len(self))
+        self._hold(np.concatenate([self.tokens, np.asarray(tokens, np.int32)]))
 
     # -- computing in a shared pass -----------------------------------------------
 
@@ -86,24 +98,23 @@ class Sequence:
         """Put `tokens`, to follow those held, into `batch`; logits at the "last" of them,
         at "all", or "none". The batch index of the first row with logits."""
         self._queued = tokens
-        return batch.add(self.seq_id, tokens, len(self.tokens), logits)
+        return batch.add(self.seq_id, tokens, len(self), logits)
 
     def settle(self, kept: "int | None" = None) -> None:
         """The batch was decoded: of the tokens queued, the first `kept` (default all) are
         held; the cells of the others are dropped."""
         queued, self._queued = self._queued, []
         kept = len(queued) if kept is None else kept
-        if kept:
-            self.tokens = np.concatenate([self.tokens, np.asarray(queued[:kept], np.int32)])
+        self._more.extend(queued[:kept])
         if kept < len(queued):
-            self.model.forget_from(len(self.tokens), self.seq_id)
+            self.model.forget_from(len(self), self.seq_id)
 
     def abandon(self) -> None:
         """The batch failed or was stopped: what was queued is not held (a stopped pass
         may have written some of its cells)."""
         if self._queued:
             self._queued = []
-            self.model.forget_from(len(self.tokens), self.seq_id)
+            self.model.forget_from(len(self), self.seq_id)
 
     def close(self) -> None:
         self._decoder.close()
