@@ -67,16 +67,17 @@ def counting_calibrations(monkeypatch):
 
 def test_measured_once_stored_and_reused(open_engine, monkeypatch):
     calls = counting_calibrations(monkeypatch)
-    archive, first = open_engine(draft="auto")
+    # The threads fixed: a cost model is stored per thread count, and one chosen from the
+    # free cores could differ between the two engines on a busy machine (and be measured).
+    archive, first = open_engine(draft="auto", threads=1)
     assert calls == [1] and first.tuning.cost_source == "measured"
     key = (first.tuning.key, first.tuning.machine, first.model.config.n_threads)
     stored = archive.costs.get(*key)
     assert stored is not None and CostModel.from_json(stored[0]).bins
-    _, second = open_engine(draft="auto")
+    _, second = open_engine(draft="auto", threads=1)
     assert calls == [1], "a second engine on the same archive measured again"
-    if second.model.config.n_threads == key[2]:
-        assert second.tuning.cost_source == "archive"
-        assert second.tuning.costs().to_json() == stored[0]
+    assert second.tuning.cost_source == "archive"
+    assert second.tuning.costs().to_json() == stored[0]
 
 
 def test_no_measurement_without_drafting(open_engine, monkeypatch):
