@@ -72,11 +72,7 @@ def add_model_options(parser) -> None:
                         help="sampling seed (repeatable answers)")
     parser.add_argument("--ctx", type=context_size, metavar="N", default=quiet,
                         help="context size in tokens")
-    parser.add_argument("--draft", choices=ASKED, default=quiet,
-                        help="speculative decoding: guesses from the conversation's own text "
-                             "(lookup), from --draft-model, or both (auto, the default)")
-    parser.add_argument("--draft-model", metavar="PATH", default=quiet,
-                        help="a smaller GGUF model sharing the main model's vocabulary")
+    add_draft_options(parser)
     parser.add_argument("--threads", type=positive_int, metavar="N", default=quiet,
                         help="CPU threads for decoding and prefill (default: $CHATDB_THREADS, "
                              "else chosen from the cores free, turn by turn)")
@@ -84,6 +80,16 @@ def add_model_options(parser) -> None:
     parser.add_argument("--no-kv", action="store_true", default=quiet,
                         help="neither restore nor store KV state in the archive (re-read history)")
     add_embed_option(parser, quiet=True)
+
+
+def add_draft_options(parser, where: str = "") -> None:
+    """--draft and --draft-model; `where` says where guesses are verified, if anywhere but
+    the one sequence."""
+    parser.add_argument("--draft", choices=ASKED, default=argparse.SUPPRESS,
+                        help=f"speculative decoding{where}: guesses from the conversation's own "
+                             "text (lookup), from --draft-model, or both (auto, the default)")
+    parser.add_argument("--draft-model", metavar="PATH", default=argparse.SUPPRESS,
+                        help="a smaller GGUF model sharing the main model's vocabulary")
 
 
 KV_TYPES = ("f16", "q8_0")   # engine/kv/kv_type.py's, named without loading llama.cpp

@@ -7,11 +7,9 @@ import os
 from chatdb.connection import disk_full
 from chatdb.errors import ChatdbError
 
-from engine.decode.modes import ASKED
-
 from .. import output
 from ..meaning import add_embed_option
-from ..model_options import add_kv_type_option, sampling_from
+from ..model_options import add_draft_options, add_kv_type_option, sampling_from
 from ..options import add_command, context_size, db_path, open_archive, positive_int
 
 DESCRIPTION = """\
@@ -74,12 +72,8 @@ def register(subparsers) -> None:
                         "within the open-file limit)")
     parser.add_argument("--head-timeout", type=float, default=10.0, metavar="S",
                         help="seconds a request's head may take to arrive (default 10)")
-    parser.add_argument("--draft", choices=ASKED, default=argparse.SUPPRESS,
-                        help="speculative decoding in every slot, verified in the batch with the "
-                             "other requests' tokens: guesses from the conversation's own text "
-                             "(lookup), from --draft-model, or both (auto, the default)")
-    parser.add_argument("--draft-model", metavar="PATH", default=argparse.SUPPRESS,
-                        help="a smaller GGUF model sharing the main model's vocabulary")
+    add_draft_options(parser, " in every slot, verified in the batch with the other requests' "
+                              "tokens")
     parser.add_argument("--no-kv", action="store_true",
                         help="neither restore nor store KV state in the archive")
     add_kv_type_option(parser)
