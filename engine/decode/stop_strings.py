@@ -31,15 +31,18 @@ class StopText:
 
         Called for every token: only tails beginning with a stop string's first character
         are tried (found by str.find), so text with none of them costs a find or two."""
-        start = max(0, len(buffer) - self.keep)
-        at = min((i for i in (buffer.find(c, start) for c in self.firsts) if i >= 0), default=-1)
+        at = self._next_first(buffer, max(0, len(buffer) - self.keep))
         while at >= 0:
             tail = buffer[at:]
             if any(s.startswith(tail) for s in self.stops):
                 return len(tail)
-            at = min((i for i in (buffer.find(c, at + 1) for c in self.firsts) if i >= 0),
-                     default=-1)
+            at = self._next_first(buffer, at + 1)
         return 0
+
+    def _next_first(self, buffer: str, start: int) -> int:
+        """Where a stop string's first character next appears from `start` (-1: nowhere)."""
+        return min((i for i in (buffer.find(c, start) for c in self.firsts) if i >= 0),
+                   default=-1)
 
     def flush(self) -> str:
         """What was held back, at the end of an answer that met no stop string."""
