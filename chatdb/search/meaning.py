@@ -67,9 +67,7 @@ class MemoryIndex:
                 self.bits, self.deletions = np.empty((0, 0), np.uint64), deletions
             last = int(self.rows[-1]) if len(self.rows) else 0
             parts = [(self.rows, self.messages, self.bits)] if len(self.rows) else []
-            cursor = conn.cursor()
-            cursor.row_factory = None  # plain tuples: a million sqlite3.Row cost seconds
-            cursor.execute(LOAD, (self.model_id, last))
+            cursor = _tuple_cursor(conn, LOAD, (self.model_id, last))
             while batch := cursor.fetchmany(LOAD_BATCH):
                 rows, messages, blobs = zip(*batch)
                 vectors = np.frombuffer(b"".join(blobs), np.int8).reshape(len(batch), -1)
@@ -180,10 +178,15 @@ def nearest(conn: sqlite3.Connection, model_id: int, query: np.ndarray, filters:
 
 
 def _tuples(conn: sqlite3.Connection, sql: str, params) -> list[tuple]:
-    """Rows as plain tuples: thousands of them, read faster than as sqlite3.Row."""
+    return _tuple_cursor(conn, sql, params).fetchall()
+
+
+def _tuple_cursor(conn: sqlite3.Connection, sql: str, params) -> sqlite3.Cursor:
+    """`sql`'s rows as plain tuples: thousands of them (a million at a load) are read far
+    faster than as sqlite3.Row."""
     cursor = conn.cursor()
     cursor.row_factory = None
-    return cursor.execute(sql, params).fetchall()
+    return cursor.execute(sql, params)
 
 
 def best_per_message(rows, query: np.ndarray, limit: int) -> list[Near]:
