@@ -157,6 +157,7 @@ class KVWriter:
         at, early = job.earlier or (-1, None)
         early_layout = kvlayout.parse(early, job.window) if early is not None else None
         todo = [r for r in job.ranges if not archive.kv.has(r[0], job.fingerprint, job.kind)]
+        above = {r[0]: q[0] for q, r in zip(job.ranges, job.ranges[1:])}
         for i, (message_id, start, stop) in enumerate(todo):
             raw = (kvlayout.cut(early, early_layout, start, stop) if stop <= at
                    else kvlayout.cut(job.state, layout, start, stop))
@@ -170,6 +171,8 @@ class KVWriter:
             with archive.transaction():
                 if not archive.has_message(message_id):
                     continue  # deleted meanwhile
+                if message_id in above and not archive.kv.has(above[message_id], job.fingerprint, "rows"):
+                    break   # another process dropped the rows above since: these could not restore
                 if not self._room(archive, job, size, rest):
                     break   # the rest of the path waits on this message's rows
                 self.stored_bytes += row_sharing.store(archive, job.fingerprint, message_id, n, sharing)

@@ -285,3 +285,29 @@ def test_kv_dropped_between_the_offer_and_the_read_is_offered_again_not_called_d
     result = engine.reply(conv.id, "And then?")
     assert result.kv_source == "archive" and not any("damaged" in w for w in result.warnings)
     assert result.restored_tokens == _path_tokens(archive, system)[-1]   # the system prompt's, kept
+
+
+def test_rows_whose_parent_another_process_dropped_meanwhile_are_not_stored(open_engine, db_path, monkeypatch):
+    """The writer stores a path's rows one message a transaction; another process may drop
+    the rows above between two of them. What would sit below that hole is left out."""
+    from engine.kv import row_sharing
+    archive, engine = open_engine(n_ctx=2048)
+    conv = archive.create_conversation("race", system_prompt=SYSTEM)
+    system = archive.messages(conv.id)[0].id
+    plan, planned = row_sharing.plan_sharing, []
+
+    def drop_the_system_prompts_then_plan(archive_, fingerprint, layout, message_id, *rest):
+        planned.append(message_id)
+        if len(planned) == 2:   # the system prompt's rows are stored: drop them elsewhere
+            with Archive.open(db_path) as other:
+                with other.transaction():
+                    assert other.kv.has(system, fingerprint)
+                    other.kv.delete(system, fingerprint)
+        return plan(archive_, fingerprint, layout, message_id, *rest)
+
+    monkeypatch.setattr(row_sharing, "plan_sharing", drop_the_system_prompts_then_plan)
+    answer = engine.reply(conv.id, _question("tides", 1))
+    engine.flush()
+    assert planned[0] == system and len(planned) >= 2   # the drop came between two stores
+    assert_rows_are_path_prefixes(archive)
+    assert not archive.kv.fingerprints_for(answer.message_id)
