@@ -1,9 +1,13 @@
 """The console at a terminal: a prompt_toolkit prompt, then the answer streamed below it.
 
 The prompt owns the terminal only while the user types; an answer is
-generated after prompt() returns, with the terminal back in its normal mode,
-so Ctrl-C there is a plain SIGINT that cli.interrupt turns into "stop this
-answer, keep what was written".
+generated after prompt() returns, so Ctrl-C there is a plain SIGINT that
+cli.interrupt turns into "stop this answer, keep what was written". Between
+prompts (an answer, a slow command, the moment one prompt ends and the next
+begins) keys are neither echoed nor cooked, but wait as typed for the next
+prompt (no_echo): in the terminal's normal mode a Ctrl-D typed then is taken
+by the terminal as an end of input, and reaches the next prompt as a NUL
+byte, lost.
 """
 
 from contextlib import contextmanager
@@ -43,14 +47,11 @@ class TerminalFrontend(Frontend):
         except (KeyboardInterrupt, EOFError):
             return None
 
-    def answering(self):
-        return no_echo(self.prompt.input)
-
 
 @contextmanager
 def no_echo(keyboard):
-    """While an answer streams, keys are neither echoed into it nor cooked: they wait,
-    as typed (Enter, Ctrl-D included), for the next prompt. Ctrl-C still sends SIGINT."""
+    """Keys are neither echoed into what is shown nor cooked: they wait, as typed (Enter,
+    Ctrl-D included), for the next prompt. Ctrl-C still sends SIGINT."""
     if termios is None:
         yield
         return
@@ -89,7 +90,7 @@ def run(session, input=None, output=None, history=None) -> int:
     prompt, question = make_prompts(session, input, output, history)
     interrupts = ConsoleInterrupts()
     session.use_frontend(TerminalFrontend(prompt, question, interrupts))
-    with interrupts.installed():
+    with interrupts.installed(), no_echo(prompt.input):   # each prompt sets its own mode
         while not session.quitting:
             try:
                 text = interrupts.prompt(prompt, _message(_where(session)))

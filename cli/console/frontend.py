@@ -1,10 +1,8 @@
 """What a console command may ask of the user; the terminal and stdin modes implement it."""
 
-from contextlib import nullcontext
-
 
 class Frontend:
-    """The answers when no one can be asked: no, given up, nothing around an answer."""
+    """The answers when no one can be asked: no, and given up."""
 
     def confirm(self, question: str) -> bool:
         return False
@@ -12,7 +10,3 @@ class Frontend:
     def edit_text(self, text: str) -> "str | None":
         """The user's rewrite of `text` (None: given up)."""
         return None
-
-    def answering(self):
-        """A context around the streaming of an answer."""
-        return nullcontext()

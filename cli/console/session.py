@@ -163,7 +163,7 @@ class Session:
         stream = AnswerStream(self.render, Waiting(self.render, "thinking"))
         stream.waiting.start()
         try:
-            with stop_on_sigint() as stopped, self.frontend.answering():
+            with stop_on_sigint() as stopped:
                 result = run(on_text=stream, cancelled=stopped, progress=stream.progress)
         except KeyboardInterrupt:  # a second Ctrl-C: the answer could not be kept
             stream.finish(interrupted=True)

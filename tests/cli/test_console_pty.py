@@ -9,6 +9,7 @@ import pty
 import re
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -132,3 +133,34 @@ def test_no_color_keeps_answers_plain(terminal):
     term.type("\x04")
     assert term.close() == 0
     assert ANSWER_COLOUR not in term.screen and "\x1b[2m" not in term.screen
+
+
+def _prompt_ended(master) -> bool:
+    """The terminal is out of the prompt's raw mode (it turns ISIG off; between prompts the
+    console keeps it on, so that Ctrl-C is a SIGINT)."""
+    return bool(termios.tcgetattr(master)[3] & termios.ISIG)
+
+
+def test_ctrl_d_typed_while_a_command_runs_quits_at_the_next_prompt(terminal, db_path):
+    """In the terminal's normal mode a Ctrl-D typed while no prompt reads is taken as an
+    end of input and is lost; the console keeps keys as typed between its prompts."""
+    with Archive.open(db_path) as archive:
+        conv = archive.create_conversation("before")
+    term = terminal("-c")
+    term.wait_for(PROMPT, timeout=300)
+    blocker = Archive.open(db_path)
+    blocker.conn.execute("BEGIN IMMEDIATE")      # /rename waits for the write lock
+    try:
+        term.type("/rename after\r")
+        deadline = time.monotonic() + PROCESS_TIMEOUT
+        while not _prompt_ended(term.master) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _prompt_ended(term.master)
+        term.type("\x04")                        # while /rename waits, no prompt reading
+    finally:
+        blocker.conn.execute("COMMIT")
+        blocker.close()
+    term.wait_for("renamed to 'after'")
+    assert term.close(timeout=60) == 0
+    with Archive.open(db_path) as archive:
+        assert archive.conversation(conv.id).title == "after"
