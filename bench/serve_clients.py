@@ -113,6 +113,7 @@ class Timed:
     cached: int = 0           # prompt tokens the server reports as cached
     text: str = ""
     prompt: int = 0           # prompt tokens, from usage
+    speculative: dict = None  # chatdb serve's drafting figures (chatdb.speculative), if any
 
     @property
     def decoded(self) -> int:
@@ -133,7 +134,7 @@ def stream_chat(base: str, messages, max_tokens: int, start: "threading.Barrier 
         start.wait()
     started = time.perf_counter()
     first = last = None
-    chunks, usage, text = 0, None, []
+    chunks, usage, text, fields = 0, None, [], {}
     with client, client.stream("POST", base + "/v1/chat/completions", json=body) as response:
         response.raise_for_status()
         for line in response.iter_lines():
@@ -141,6 +142,7 @@ def stream_chat(base: str, messages, max_tokens: int, start: "threading.Barrier 
                 continue
             event = json.loads(line[6:])
             usage = event.get("usage") or usage
+            fields = event.get("chatdb") or fields
             for choice in event.get("choices") or []:
                 if (choice.get("delta") or {}).get("content"):
                     now = time.perf_counter()
@@ -150,7 +152,7 @@ def stream_chat(base: str, messages, max_tokens: int, start: "threading.Barrier 
     tokens = usage["completion_tokens"] if usage else chunks
     cached = ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     return Timed(first - started, tokens, first, last or first, cached, "".join(text),
-                 (usage or {}).get("prompt_tokens", 0))
+                 (usage or {}).get("prompt_tokens", 0), fields.get("speculative"))
 
 
 def concurrent(base: str, conversations, max_tokens: int) -> "list[Timed]":

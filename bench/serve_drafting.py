@@ -44,6 +44,7 @@ def drafted_against_undrafted(args, work: Path) -> None:
                for mode in ("auto", "off")}
     rates = {(task, n): {"auto": [], "off": []} for task in TASK_NAMES for n in CLIENTS}
     same = {key: True for key in rates}
+    drafting = {key: [] for key in rates}   # each auto answer's chatdb.speculative, and its tokens
     try:
         for r in range(args.repeat):
             for (task, n), row in rates.items():
@@ -55,6 +56,8 @@ def drafted_against_undrafted(args, work: Path) -> None:
                                        tokens)
                     row[mode].append(together_rate(timed))
                     texts[mode] = [t.text for t in timed]
+                    if mode == "auto":
+                        drafting[(task, n)] += [(t.speculative or {}, t.tokens) for t in timed]
                 same[(task, n)] &= texts["auto"] == texts["off"]
     finally:
         for server in servers.values():
@@ -69,3 +72,21 @@ def drafted_against_undrafted(args, work: Path) -> None:
               + " ".join(f"{x:.2f}" for x in ratios))
     print("targets: editing >= 1.3x at 1 client; prose never below 0.97x; same: yes everywhere "
           "(SmolLM2 computes a token alike in any batch)")
+    _what_drafting_did(drafting)
+
+
+def _what_drafting_did(drafting) -> None:
+    """Per answer of --draft auto: guesses verified and accepted, and tokens per pass of
+    the target model (1.0: no guess paid), so that a ratio tells the policy from noise."""
+    print(f"{'task':<8} {'clients':>7} {'drafted':>8} {'accepted':>9} {'rate':>5} {'tok/pass':>9} {'k':>3}  "
+          f"(--draft auto, median per answer; k: the length the policy ended at)")
+    for (task, n), answers in drafting.items():
+        figures = [(s.get("drafted", 0), s.get("accepted", 0),
+                    tokens / max(1, s.get("target_forwards", 0)), s.get("draft_length", 0))
+                   for s, tokens in answers if s]
+        if not figures:
+            print(f"{task:<8} {n:>7}  (no chatdb.speculative in the answers)")
+            continue
+        drafted, accepted, per_pass, k = (statistics.median(column) for column in zip(*figures))
+        rate = sum(f[1] for f in figures) / max(1, sum(f[0] for f in figures))
+        print(f"{task:<8} {n:>7} {drafted:>8.0f} {accepted:>9.0f} {rate:>5.2f} {per_pass:>9.2f} {k:>3.0f}")
