@@ -40,7 +40,10 @@ def drafted_against_undrafted(args, work: Path) -> None:
     print(f"\n6. chatdb serve drafting (--draft auto) against not (--draft off), greedy, up to "
           f"{tokens} tokens per answer, --parallel 4 (median of {args.repeat}; ratio: median of "
           f"each repeat's own)")
-    servers = {mode: chatdb_server(work / f"{mode}.db", work, 4, args.threads, ["--draft", mode])
+    # No background indexing: the idle server's embedding of the answers just written
+    # would run beside the other's measured ones.
+    servers = {mode: chatdb_server(work / f"{mode}.db", work, 4, args.threads,
+                                   ["--draft", mode, "--embed-model", "off"])
                for mode in ("auto", "off")}
     rates = {(task, n): {"auto": [], "off": []} for task in TASK_NAMES for n in CLIENTS}
     same = {key: True for key in rates}
