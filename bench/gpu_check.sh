@@ -83,6 +83,9 @@ checks() {
         tests/server/test_concurrency.py tests/server/test_bench_pieces.py \
         tests/server/test_drafting.py
     step "bench: serve" serve.txt $PY bench/serve.py --quick --only 1456
+    # What a drafted row costs inside a pass shared by four sequences (on a CPU a guess
+    # there pays only when it is accepted about nine times in ten).
+    step "bench: shared pass" shared_pass.txt $PY bench/shared_pass.py
     # The KV budget (drops, partial KV, a server and processes on one archive) and q8_0 KV,
     # then what q8_0 saves and costs with every layer on the GPU.
     step "tests: KV budget, q8_0" kv_tests.txt $PY -m pytest -q -p no:cacheprovider \
@@ -108,7 +111,7 @@ esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
 printf '%s\n' "${ROWS[@]}"
-for f in decode.txt speculative.txt resume.txt kv_types.txt serve.txt; do
+for f in decode.txt speculative.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
     [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
 done
 ! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '
