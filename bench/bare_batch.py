@@ -78,17 +78,17 @@ class BareBatch:
             for s in range(self.n_seqs):
                 prompt = self.prompt(PROMPTS[s % len(PROMPTS)])
                 for j, token in enumerate(prompt):
-                    _put(batch, token, j, s, j == len(prompt) - 1)
+                    put(batch, token, j, s, j == len(prompt) - 1)
                 at[s], pos[s] = batch.n_tokens - 1, len(prompt)
-            _decode(ctx, batch)
+            decode(ctx, batch)
             started = time.perf_counter()
             for _ in range(steps):
                 batch.n_tokens = 0
                 for s in range(self.n_seqs):
                     token = llama_cpp.llama_sampler_sample(sampler, ctx, at[s])
-                    _put(batch, token, pos[s], s, True)
+                    put(batch, token, pos[s], s, True)
                     at[s], pos[s] = batch.n_tokens - 1, pos[s] + 1
-                _decode(ctx, batch)
+                decode(ctx, batch)
             return self.n_seqs * steps / (time.perf_counter() - started)
         finally:
             llama_cpp.llama_sampler_free(sampler)
@@ -98,14 +98,14 @@ class BareBatch:
         self.model.close()
 
 
-def _put(batch, token: int, pos: int, seq: int, logits: bool) -> None:
+def put(batch, token: int, pos: int, seq: int, logits: bool) -> None:
     n = batch.n_tokens
     batch.token[n], batch.pos[n], batch.n_seq_id[n], batch.logits[n] = token, pos, 1, logits
     batch.seq_id[n][0] = seq
     batch.n_tokens = n + 1
 
 
-def _decode(ctx, batch) -> None:
+def decode(ctx, batch) -> None:
     if llama_cpp.llama_decode(ctx, batch) != 0:
         raise RuntimeError("llama_decode failed")
 

@@ -84,7 +84,7 @@ checks() {
         tests/server/test_drafting.py
     step "bench: serve" serve.txt $PY bench/serve.py --quick --only 1456
     # What a drafted row costs inside a pass shared by four sequences (on a CPU a guess
-    # there pays only when it is accepted about nine times in ten).
+    # there pays only when it is accepted about eight times in ten).
     step "bench: shared pass" shared_pass.txt $PY bench/shared_pass.py
     # The KV budget (drops, partial KV, a server and processes on one archive) and q8_0 KV,
     # then what q8_0 saves and costs with every layer on the GPU.

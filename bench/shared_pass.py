@@ -1,16 +1,17 @@
 """What drafted guesses cost inside a pass shared by several sequences, as chatdb serve makes one.
 
-A context with a KV stream per sequence (as `chatdb serve --parallel N` opens
-it); each sequence holds --cells tokens. One step decodes one token per
-sequence, plus guesses for some of them, in one llama_batch; the rejected
-cells are dropped again after each step. llama.cpp splits such a batch into
+The context `chatdb serve --parallel N` opens (bench/bare_batch.py's: a KV
+stream per sequence, chatdb's offload plan and threads); each sequence holds
+--cells tokens. One step decodes one token per sequence, plus guesses for
+some of them, in one llama_batch; the rejected cells are dropped again after
+each step. llama.cpp splits such a batch into
 micro-batches holding the same number of tokens of each sequence, so guesses
 for one sequence add a micro-batch of their own. The table gives each shape's
 median time as a ratio to the plain step (one token per sequence), and what a
 drafted row costs against a token of the plain step: a guess pays only when
 it is accepted more often than that ratio.
 
-    python bench/shared_pass.py [--seqs 4] [--cells 300] [--steps 30] [--threads 2]
+    python bench/shared_pass.py [--seqs 4] [--cells 300] [--steps 30] [--threads N]
 """
 
 import argparse
@@ -21,50 +22,49 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-import llama_cpp as L  # noqa: E402
+import llama_cpp  # noqa: E402
 
+from bare_batch import BareBatch, decode, put  # noqa: E402
 from engine.llama.model_path import resolve_model_path  # noqa: E402
+from engine.machine.threads import ThreadTuner  # noqa: E402
 
 
-class SharedContext:
-    def __init__(self, path: str, seqs: int, cells: int, threads: int):
-        L.llama_backend_init()
-        self.model = L.llama_model_load_from_file(path.encode(), L.llama_model_default_params())
-        params = L.llama_context_default_params()
-        params.n_ctx, params.n_batch, params.n_ubatch = seqs * (cells + 128), 512, 512
-        params.n_seq_max, params.kv_unified = seqs, False
-        params.n_threads = params.n_threads_batch = threads
-        self.ctx = L.llama_init_from_model(self.model, params)
-        self.seqs, self.positions = seqs, [0] * seqs
-        for seq in range(seqs):
+class SharedPass:
+    """chatdb serve's context for `seqs` sequences (bare_batch.BareBatch), each holding
+    `cells` tokens, stepped with guesses."""
+
+    def __init__(self, bare: BareBatch, cells: int):
+        self.model, self.seqs = bare.model, bare.n_seqs
+        self.batch = llama_cpp.llama_batch_init(max(self.model.config.n_batch, 64), 0, 1)
+        llama_cpp.llama_memory_clear(self.model.memory, True)
+        for seq in range(self.seqs):
             for start in range(0, cells, 100):
-                self.decode([(seq, p) for p in range(start, min(cells, start + 100))])
-            self.positions[seq] = cells
+                self._pass([(seq, pos) for pos in range(start, min(cells, start + 100))])
+        self.positions = [cells] * self.seqs
 
-    def decode(self, entries) -> float:
-        batch = L.llama_batch_init(len(entries), 0, 1)
+    def _pass(self, entries) -> float:
+        """One llama_decode of (sequence, position) rows; its seconds."""
+        self.batch.n_tokens = 0
         for i, (seq, pos) in enumerate(entries):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i] = 1000 + i, pos, 1
-            batch.seq_id[i][0], batch.logits[i] = seq, True
-        batch.n_tokens = len(entries)
+            put(self.batch, 1000 + i, pos, seq, True)
         started = time.perf_counter()
-        if L.llama_decode(self.ctx, batch) != 0:
-            raise RuntimeError("llama_decode failed")
-        elapsed = time.perf_counter() - started
-        L.llama_batch_free(batch)
-        return elapsed
+        decode(self.model.ctx, self.batch)
+        return time.perf_counter() - started
 
     def step(self, guesses: list[int]) -> float:
         """One pass: a token for each sequence and guesses[s] more for sequence s; the
         guesses' cells are dropped again, as rejected ones are."""
-        entries = [(s, self.positions[s] + j) for s in range(self.seqs) for j in range(1 + guesses[s])]
-        elapsed = self.decode(entries)
-        memory = L.llama_get_memory(self.ctx)
+        elapsed = self._pass([(s, self.positions[s] + j)
+                              for s in range(self.seqs) for j in range(1 + guesses[s])])
         for s in range(self.seqs):
-            L.llama_memory_seq_rm(memory, s, self.positions[s] + 1, -1)
             self.positions[s] += 1
+            llama_cpp.llama_memory_seq_rm(self.model.memory, s, self.positions[s], -1)
         return elapsed
+
+    def close(self) -> None:
+        llama_cpp.llama_batch_free(self.batch)
 
 
 def shapes(seqs: int) -> dict:
@@ -79,16 +79,25 @@ def main(argv=None) -> None:
     parser.add_argument("--seqs", type=int, default=4)
     parser.add_argument("--cells", type=int, default=300)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, help="fix the threads (default: chatdb's choice)")
     args = parser.parse_args(argv)
-    shared = SharedContext(str(resolve_model_path(None)), args.seqs, args.cells, args.threads)
-    times = {name: [] for name in shapes(args.seqs)}
-    for _ in range(args.steps):   # the shapes interleaved, so that load moves all alike
-        for name, guesses in shapes(args.seqs).items():
-            times[name].append(shared.step(guesses))
+    bare = BareBatch(str(resolve_model_path(None)), args.seqs, ThreadTuner(args.threads))
+    shared = None
+    try:
+        decode_threads, _ = bare.threads()
+        shared = SharedPass(bare, args.cells)
+        times = {name: [] for name in shapes(args.seqs)}
+        for _ in range(args.steps):   # the shapes interleaved, so that load moves all alike
+            for name, guesses in shapes(args.seqs).items():
+                times[name].append(shared.step(guesses))
+    finally:
+        if shared is not None:
+            shared.close()
+        bare.close()
     plain = statistics.median(times["plain step"])
     per_token = plain / args.seqs
-    print(f"{args.seqs} sequences of {args.cells} cells, {args.threads} threads, median of {args.steps}")
+    print(f"{args.seqs} sequences of {args.cells} cells, {decode_threads} threads, "
+          f"median of {args.steps}")
     print(f"{'pass':<20} {'rows':>5} {'x plain step':>13} {'a drafted row / a plain token':>31}")
     for name, guesses in shapes(args.seqs).items():
         median, extra = statistics.median(times[name]), sum(guesses)
