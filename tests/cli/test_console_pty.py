@@ -52,14 +52,20 @@ class Terminal:
 
     def wait_for(self, pattern: str, timeout: float = PROCESS_TIMEOUT) -> str:
         """Wait until `pattern` (a regex) shows after what was already waited for."""
+        found = self.until(lambda: re.search(pattern, self.screen[self.seen:]), timeout,
+                           f"{pattern!r} did not show")
+        self.seen += found.end()
+        return found.group(0)
+
+    def until(self, condition, timeout: float = PROCESS_TIMEOUT, what: str = "the condition"):
+        """Poll `condition()` until it is true (returned), failing after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = re.search(pattern, self.screen[self.seen:])
-            if found:
-                self.seen += found.end()
-                return found.group(0)
+            result = condition()
+            if result:
+                return result
             time.sleep(0.05)
-        raise AssertionError(f"{pattern!r} did not show; the screen ends with:\n{self.screen[-2000:]!r}")
+        raise AssertionError(f"{what}; the screen ends with:\n{self.screen[-2000:]!r}")
 
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
@@ -152,10 +158,7 @@ def test_ctrl_d_typed_while_a_command_runs_quits_at_the_next_prompt(terminal, db
     blocker.conn.execute("BEGIN IMMEDIATE")      # /rename waits for the write lock
     try:
         term.type("/rename after\r")
-        deadline = time.monotonic() + PROCESS_TIMEOUT
-        while not _prompt_ended(term.master) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _prompt_ended(term.master)
+        term.until(lambda: _prompt_ended(term.master), what="the prompt did not end")
         term.type("\x04")                        # while /rename waits, no prompt reading
     finally:
         blocker.conn.execute("COMMIT")
