@@ -11,11 +11,10 @@ what is held back at any moment is at most the length of a marker.
 import re
 import uuid
 
-from engine.llama.grammar import CALL_CLOSE, CALL_OPEN
+from engine.llama.grammar import CALL_CLOSE, CALL_OPEN, CALL_TAIL
 
 OPEN = CALL_OPEN.strip()
 HEAD = re.compile(re.escape(OPEN) + r'\s*\{"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*(?=\S)', re.S)
-TAIL = "}" + CALL_CLOSE          # after the arguments
 
 
 class ToolStream:
@@ -79,7 +78,7 @@ class ToolStream:
             self.buffer = self.buffer[end + len(CALL_CLOSE.strip()):]
             self.state = "text"
             return [self._arguments(arguments)] if arguments else []
-        safe = len(self.buffer) - len(TAIL)
+        safe = len(self.buffer) - len(CALL_TAIL)
         if safe <= 0:
             return None
         part, self.buffer = self.buffer[:safe], self.buffer[safe:]

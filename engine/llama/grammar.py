@@ -24,9 +24,17 @@ from .schema_rules import Converter, GrammarError
 # JSON's string character, as llama.cpp's json.gbnf writes it: no raw control characters.
 STRICT_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
 CALL_OPEN, CALL_CLOSE = "<tool_call>\n", "\n</tool_call>"
+CALL_TAIL = "}" + CALL_CLOSE   # after a call's arguments
 COMPACT, SPACED = (",", ":"), (", ", ": ")   # JSON's item and key separators in a call
 # The converter's optional space after a separator, as it writes it in its rules
 _SEPARATOR_SPACE = re.compile(r'"([,:])" space(?![\w-])')
+
+
+def call_head(name: str, separators: "tuple[str, str]" = COMPACT) -> str:
+    """A call's text up to its arguments: `<tool_call>\\n{"name":"NAME","arguments":`, spaced
+    by `separators` (what the grammar writes, and tool_format.call_text renders)."""
+    item, key = separators
+    return CALL_OPEN + '{"name"' + key + json.dumps(name) + item + '"arguments"' + key
 
 
 @dataclass(frozen=True)
@@ -52,13 +60,12 @@ def tool_call_grammar(functions: "list[tuple[str, dict]]", parallel: bool,
     several; `lazy`: free text until the model opens a call (tool_choice auto).
     `separators`: COMPACT as above, or SPACED (`{"name": "NAME", "arguments": {"a": 1}}`,
     json.dumps' own spacing) for the whole call, arguments included."""
-    item, key = separators
     converter = _converter()
     alternatives = []
     for i, (name, parameters) in enumerate(functions):
         args = _visit(converter, parameters or {"type": "object"}, f"f{i}-args")
-        head = json.dumps(CALL_OPEN + '{"name"' + key + json.dumps(name) + item + '"arguments"' + key)
-        tail = json.dumps("}" + CALL_CLOSE)
+        head = json.dumps(call_head(name, separators))
+        tail = json.dumps(CALL_TAIL)
         alternatives.append(converter._add_rule(f"f{i}-call", f"{head} {args} {tail}"))
     converter._add_rule("call", " | ".join(alternatives))
     converter._add_rule("root", 'call ("\\n" call)*' if parallel else "call")

@@ -29,7 +29,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from ..llama.grammar import CALL_CLOSE, CALL_OPEN, COMPACT, SPACED
+from ..llama.grammar import CALL_CLOSE, CALL_OPEN, CALL_TAIL, COMPACT, SPACED, call_head
 
 TOOLS_INTRO = ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
@@ -72,9 +72,8 @@ def tools_text(system: str, functions: list[dict]) -> str:
 
 def call_text(calls: list[ToolCall], syntax: CallSyntax = FALLBACK) -> str:
     """How calls are written in an answer (the grammar of tool_call_grammar, exactly)."""
-    item, key = syntax.separators
-    return "\n".join(CALL_OPEN + '{"name"' + key + json.dumps(c.name) + item + '"arguments"' + key
-                     + canonical_arguments(c.arguments, syntax) + "}" + CALL_CLOSE for c in calls)
+    return "\n".join(call_head(c.name, syntax.separators) + canonical_arguments(c.arguments, syntax)
+                     + CALL_TAIL for c in calls)
 
 
 def canonical_arguments(arguments: str, syntax: CallSyntax = FALLBACK) -> str:

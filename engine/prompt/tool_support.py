@@ -20,8 +20,8 @@ Mistral's [TOOL_CALLS]) gets chatdb's own format through its plain turns
 
 import json
 
-from ..llama.grammar import CALL_CLOSE, CALL_OPEN, COMPACT, SPACED
-from .tool_format import FALLBACK, CallSyntax
+from ..llama.grammar import COMPACT, SPACED
+from .tool_format import FALLBACK, CallSyntax, ToolCall, call_text
 
 PROBE_NAME, PROBE_RESULT = "probe_function", "probe result 8271"
 PROBE_TOOL = {"type": "function", "function": {
@@ -45,8 +45,9 @@ def call_syntax(template) -> CallSyntax:
     except Exception:   # a template that refuses the probe (its own checks): not for tools
         return FALLBACK
     for separators in (SPACED, COMPACT):
-        calls = "\n".join(CALL_OPEN + json.dumps(call, ensure_ascii=False, separators=separators)
-                          + CALL_CLOSE for call in PROBE_CALLS)
+        syntax = CallSyntax(True, separators)
+        calls = call_text([ToolCall(c["name"], json.dumps(c["arguments"])) for c in PROBE_CALLS],
+                          syntax)
         if calls in text and PROBE_RESULT in text and text.count(PROBE_NAME) > len(PROBE_CALLS):
-            return CallSyntax(True, separators)
+            return syntax
     return FALLBACK
