@@ -18,6 +18,7 @@ CONVERSATION = CONVERSATION_SELECT + " WHERE c.id = ?"
 CONVERSATION_BY_UID = CONVERSATION_SELECT + " WHERE c.uid = ?"
 LATEST_CONVERSATION = CONVERSATION_SELECT + " ORDER BY c.updated_at DESC, c.id DESC LIMIT 1"
 COUNT_CONVERSATIONS = "SELECT count(*) FROM conversations"
+LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"   # 0: none yet
 HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 
 # message_count: the messages on the current path but its root system

@@ -12,6 +12,7 @@ a common phrase still selects messages but is left out of the score.
 import sqlite3
 
 from ..errors import SearchError
+from ..queries import LAST_MESSAGE_ID
 from .textindex import QUERY_TOKEN, and_phrases, plain_query, query_text
 
 COMMON_SAMPLE = 1000  # newest rowids in which a phrase's share is measured
@@ -22,7 +23,6 @@ MAX_TERMS = 256  # words and operators in one query (a pasted page is not a quer
 
 # Parsing is what a bad query fails at; rowid 0 is never a message.
 VALIDATE = "SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? AND rowid = 0"
-NEWEST_ID = "SELECT max(id) FROM messages"
 PHRASE_COUNT_FROM = "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ? AND rowid > ?"
 
 
@@ -66,7 +66,7 @@ def scoring_expression(conn: sqlite3.Connection, match: str) -> "str | None":
     phrases can lose one; small archives keep every phrase.
     """
     phrases = and_phrases(match)
-    newest = conn.execute(NEWEST_ID).fetchone()[0] or 0
+    newest = conn.execute(LAST_MESSAGE_ID).fetchone()[0]
     if not phrases or newest < EXACT_BELOW:
         return match
     since_id = newest - COMMON_SAMPLE

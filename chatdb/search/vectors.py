@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..clock import now
+from ..queries import LAST_MESSAGE_ID
 
 SCALE = 127.0
 
@@ -40,7 +41,6 @@ SELECT count(*) FROM messages m
 WHERE m.id > :after
   AND NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id AND v.model_id = :model)"""
 VECTOR_BYTES = "SELECT coalesce(sum(length(vector)), 0) + count(*) * 24 FROM message_vectors"
-LAST_ID = "SELECT max(id) FROM messages"
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ class VectorStore:
         return self.conn.execute(COUNT_UNINDEXED, {"model": model_id, "after": after}).fetchone()[0]
 
     def last_message_id(self) -> int:
-        return self.conn.execute(LAST_ID).fetchone()[0] or 0
+        return self.conn.execute(LAST_MESSAGE_ID).fetchone()[0]
 
     def stored_bytes(self) -> int:
         """About what the vectors take in the file (their bytes and each row's keys)."""

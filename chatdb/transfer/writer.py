@@ -46,7 +46,6 @@ CACHE_KIB = 32 << 10
 HASH_TRIGGER = "messages_content_hash_insert"
 
 TRIGGER_SQL = "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?"
-LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
 LAST_CONVERSATION_ID = "SELECT coalesce(max(id), 0) FROM conversations"
 CONVERSATION_ID = "SELECT id FROM conversations WHERE uid = ?"
 MESSAGE_ID = "SELECT id FROM messages WHERE uid = ?"
@@ -111,7 +110,7 @@ class ImportWriter:
     def __init__(self, archive: Archive, report: ImportReport):
         self.conn = archive.conn
         self.report = report
-        last = self.conn.execute(LAST_MESSAGE_ID).fetchone()[0]
+        last = self.conn.execute(q.LAST_MESSAGE_ID).fetchone()[0]
         self._next_id = self._first_new = last + 1   # ids from here on are this import's
         self._next_conversation = self.conn.execute(LAST_CONVERSATION_ID).fetchone()[0] + 1
         self._counted = bytearray(last // 8 + 1)     # messages already there, counted once
