@@ -113,7 +113,7 @@ class Timed:
     cached: int = 0           # prompt tokens the server reports as cached
     text: str = ""
     prompt: int = 0           # prompt tokens, from usage
-    speculative: dict = None  # chatdb serve's drafting figures (chatdb.speculative), if any
+    speculative: "dict | None" = None   # chatdb serve's drafting figures (chatdb.speculative)
 
     @property
     def decoded(self) -> int:

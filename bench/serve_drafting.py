@@ -60,7 +60,7 @@ def drafted_against_undrafted(args, work: Path) -> None:
                     row[mode].append(together_rate(timed))
                     texts[mode] = [t.text for t in timed]
                     if mode == "auto":
-                        drafting[(task, n)] += [(t.speculative or {}, t.tokens) for t in timed]
+                        drafting[(task, n)] += [(t.speculative, t.tokens) for t in timed]
                 same[(task, n)] &= texts["auto"] == texts["off"]
     finally:
         for server in servers.values():
@@ -81,12 +81,11 @@ def drafted_against_undrafted(args, work: Path) -> None:
 def _what_drafting_did(drafting) -> None:
     """Per answer of --draft auto: guesses verified and accepted, and tokens per pass of
     the target model (1.0: no guess paid), so that a ratio tells the policy from noise."""
-    print(f"{'task':<8} {'clients':>7} {'drafted':>8} {'accepted':>9} {'rate':>5} {'tok/pass':>9} {'k':>3}  "
-          f"(--draft auto, median per answer; k: the length the policy ended at)")
+    print(f"{'task':<8} {'clients':>7} {'drafted':>8} {'accepted':>9} {'rate':>5} {'tok/pass':>9} "
+          f"{'k':>3}  (--draft auto, median per answer; k: the length the policy ended at)")
     for (task, n), answers in drafting.items():
-        figures = [(s.get("drafted", 0), s.get("accepted", 0),
-                    tokens / max(1, s.get("target_forwards", 0)), s.get("draft_length", 0))
-                   for s, tokens in answers if s]
+        figures = [(s["drafted"], s["accepted"], tokens / max(1, s["target_forwards"]),
+                    s["draft_length"]) for s, tokens in answers if s]
         if not figures:
             print(f"{task:<8} {n:>7}  (no chatdb.speculative in the answers)")
             continue
