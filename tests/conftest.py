@@ -32,6 +32,29 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+# -- the two passes of `make test` ----------------------------------------------------------
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--alone", choices=("with", "skip", "only"), default="with",
+        help="tests marked `alone` (they need a quiet machine): run them with the rest "
+             "(default), leave them out (make test's parallel pass) or run only them (its "
+             "serial pass)")
+
+
+def pytest_collection_modifyitems(config, items):
+    mode = config.getoption("--alone")
+    if mode == "with":
+        return
+    keep, leave = [], []
+    for item in items:
+        alone = item.get_closest_marker("alone") is not None
+        (keep if alone == (mode == "only") else leave).append(item)
+    if leave:
+        config.hook.pytest_deselected(items=leave)
+    items[:] = keep
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "chatdb.db"
