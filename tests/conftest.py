@@ -66,6 +66,19 @@ def archive(db_path):
         yield archive
 
 
+@pytest.fixture(scope="session")
+def smollm2_vocab():
+    """The default model loaded once per worker with a small context, for the tests that need
+    its vocabulary or tokenizer only (never its KV: a test that decodes loads its own)."""
+    from engine.llama.model import ContextConfig, Model
+    from engine.llama.model_path import resolve_model_path
+
+    model = Model(str(resolve_model_path()), ContextConfig(n_ctx=256, n_batch=32, n_threads=1,
+                                                          flash_attn=False))
+    yield model
+    model.close()
+
+
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 
 
