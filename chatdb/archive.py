@@ -280,6 +280,11 @@ class Archive:
     def count_messages(self) -> int:
         return self.conn.execute(q.COUNT_MESSAGES).fetchone()[0]
 
+    def written_after(self, message_id: int) -> "tuple[int, int | None]":
+        """(how many messages were written after `message_id`, the newest of them)."""
+        count, newest = self.conn.execute(q.WRITTEN_AFTER, (message_id,)).fetchone()
+        return count, newest
+
     def integrity_check(self) -> str:
         """SQLite's integrity_check: "ok", or the first thing it finds wrong."""
         try:

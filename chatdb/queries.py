@@ -54,6 +54,8 @@ MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 PLACE_UNDER = "SELECT depth + 1, root_id FROM messages WHERE id = ?"
 MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"
+# The messages written after an id: how many, and the newest (NULL: none).
+WRITTEN_AFTER = "SELECT count(*), max(id) FROM messages WHERE id > ?"
 
 # The walk from :message_id up to its root, one row (id, depth) per message
 # on the way: every query that follows a path up the tree starts with it.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..clock import now
-from ..queries import LAST_MESSAGE_ID
+from ..queries import LAST_MESSAGE_ID, WRITTEN_AFTER
 
 SCALE = 127.0
 
@@ -97,8 +97,7 @@ class VectorStore:
 
     def count_unindexed(self, model_id: "int | None", after: int = 0) -> int:
         if model_id is None:
-            return self.conn.execute("SELECT count(*) FROM messages WHERE id > ?",
-                                     (after,)).fetchone()[0]
+            return self.conn.execute(WRITTEN_AFTER, (after,)).fetchone()[0]
         return self.conn.execute(COUNT_UNINDEXED, {"model": model_id, "after": after}).fetchone()[0]
 
     def last_message_id(self) -> int:
