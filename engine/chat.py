@@ -46,6 +46,7 @@ from .machine.tuning import Tuning
 from .prompt.chat_format import ChatFormat
 from .prompt.path_tokens import PathTokens, PromptBuilder, tokenizer_id
 from .prompt.prepared import Prepared, budget, check_question, fit_prompt
+from .prompt.tool_format import CallSyntax
 
 
 class Engine:
@@ -284,6 +285,12 @@ class Engine:
         if stored is not None and stored.message_id == head:
             return None
         return self.prompts.path_tokens(self.archive.path(head))
+
+    @property
+    def tool_syntax(self) -> CallSyntax:
+        """How the model's chat template takes tools: natively, or in chatdb's own format
+        (engine/prompt/tool_support.py)."""
+        return self.chat_format.template.tool_syntax
 
     @property
     def threads(self) -> dict:

@@ -117,11 +117,11 @@ def run(args) -> int:
         sock.close()
         raise
     service = EmbeddingService(embed_path, model_name(embed_path)) if embed_path else None
+    engine = turns.engine
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
-                          turns.engine.model.n_vocab, prompts=CompletionPrompts(turns.engine.model),
-                          embeddings=service,
-                          tool_syntax=turns.engine.chat_format.template.tool_syntax)
+                          engine.model.n_vocab, prompts=CompletionPrompts(engine.model),
+                          embeddings=service, tool_syntax=engine.tool_syntax)
     indexer = background_indexer(db_path(args), embed_path)
     try:
         serve(sock, turns, config, max_connections=args.max_connections,
