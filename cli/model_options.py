@@ -9,6 +9,7 @@ what neither gave. Sampling values are checked as `/set` checks them.
 import argparse
 
 from engine.decode.modes import ASKED, DraftMode
+from engine.kv.kv_type import KV_TYPES
 
 from .meaning import add_embed_option
 from .options import context_size, positive_int
@@ -92,11 +93,8 @@ def add_draft_options(parser, where: str = "") -> None:
                         help="a smaller GGUF model sharing the main model's vocabulary")
 
 
-KV_TYPES = ("f16", "q8_0")   # engine/kv/kv_type.py's, named without loading llama.cpp
-
-
 def add_kv_type_option(parser) -> None:
-    parser.add_argument("--kv-type", choices=KV_TYPES, default=argparse.SUPPRESS,
+    parser.add_argument("--kv-type", choices=list(KV_TYPES), default=argparse.SUPPRESS,
                         help="how the KV cache holds its values: f16, or q8_0 (about half the "
                              "bytes, with flash attention; see `chatdb kv type`). Default: "
                              "$CHATDB_KV_TYPE, else the archive's (f16 unless set)")

@@ -16,8 +16,6 @@ type`), so that the console, `ask` and `chatdb serve` share their KV;
 import os
 from dataclasses import dataclass
 
-import llama_cpp
-
 from ..errors import EngineError
 
 ENV = "CHATDB_KV_TYPE"
@@ -27,14 +25,29 @@ KEY = "kv_type"
 @dataclass(frozen=True)
 class KVType:
     name: str
-    type_k: int
-    type_v: int
+    ggml: str                   # the ggml type K and V are both held in (GGML_TYPE_<ggml>)
     flash_attn: "bool | None"   # None: as the device runs best (on with layers on a GPU)
+
+    @property
+    def type_k(self) -> int:
+        return _ggml_type(self.ggml)
+
+    @property
+    def type_v(self) -> int:
+        return _ggml_type(self.ggml)
+
+
+def _ggml_type(name: str) -> int:
+    # Imported here, not with the module: the command line offers the types' names
+    # (--kv-type) before anything loads llama.cpp.
+    import llama_cpp
+
+    return getattr(llama_cpp, f"GGML_TYPE_{name}")
 
 
 KV_TYPES = {
-    "f16": KVType("f16", llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16, None),
-    "q8_0": KVType("q8_0", llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_Q8_0, True),
+    "f16": KVType("f16", "F16", None),
+    "q8_0": KVType("q8_0", "Q8_0", True),
 }
 DEFAULT = "f16"
 
