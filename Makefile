@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make chat   - install into .venv (first time only) and start chatdb
 #   make test   - install into .venv (first time only) and run the tests
-# For a GPU build: make install CMAKE_ARGS="-DGGML_CUDA=on" (see README).
+# For a GPU build: make install CMAKE_ARGS="-DGGML_CUDA=on" (see docs/models.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

@@ -42,8 +42,8 @@ TYPE_DESCRIPTION = """\
 Set the type the KV cache holds its values in, for every process on this
 archive (--kv-type and $CHATDB_KV_TYPE override it for one): f16, the
 default, or q8_0, about 0.6 of f16's bytes stored per token, computed with
-flash attention (which makes a CPU slower: see the README for the measured
-cost). KV stored under one type is never restored under another: each chat
+flash attention (which makes a CPU slower: docs/kv-budget.md gives the
+measured cost). KV stored under one type is never restored under another: each chat
 is read again once, and the other type's KV is dropped first as it goes
 unused. Without TYPE, show it.
 

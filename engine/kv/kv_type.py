@@ -2,8 +2,8 @@
 
 llama.cpp quantizes K with any attention path, but a quantized V cache needs
 its flash attention: with q8_0 flash attention is on, also on the CPU where
-chatdb otherwise runs without it (ggml-cpu's is slow for small batches; see
-the README for what q8_0 costs there). The type is part of the KV
+chatdb otherwise runs without it (ggml-cpu's is slow for small batches;
+docs/kv-budget.md says what q8_0 costs there). The type is part of the KV
 fingerprint (type_k, type_v, flash_attn), so KV stored under one type is only
 ever restored under the same, and a resumed chat computes exactly as the
 uninterrupted one.

@@ -1,7 +1,7 @@
 """Speculative decoding inside the server: every slot drafts, its guesses verified in the pass it
 shares with the other requests, and greedy answers are the undrafted ones, alone or batched.
 
-SmolLM2 (the default model) computes a token alike in any batch (README: the server), so the
+SmolLM2 (the default model) computes a token alike in any batch (docs/server.md: several clients at once), so the
 answers must be equal token for token; the figures each reply carries say drafting happened.
 """
 
