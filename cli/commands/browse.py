@@ -9,7 +9,7 @@ from pathlib import Path
 from chatdb.errors import ChatdbError
 
 from .. import output
-from ..browse_metadata import metadata
+from ..browse_metadata import SETTINGS, metadata
 from ..interrupt import quit_on_signals
 from ..options import add_command, db_path, open_archive
 
@@ -80,5 +80,7 @@ def _check_free(host: str, port: int) -> None:
 def _argv(path: Path, described: Path, args) -> list[str]:
     """Datasette opens a file that is not `-i` (immutable) with mode=ro: it reads, and sees
     what chatdb writes meanwhile."""
+    settings = [part for name, value in SETTINGS.items()
+                for part in ("--setting", name, "on" if value else "off")]
     return ["serve", str(path), "--metadata", str(described), "--host", args.host,
-            "--port", str(args.port), *(["--open"] if args.open else [])]
+            "--port", str(args.port), *settings, *(["--open"] if args.open else [])]
