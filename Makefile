@@ -41,7 +41,7 @@ MAMBA := $(VENV)/share/chatdb/models/tiny-mamba.gguf
 # And a tiny llama-architecture one carrying Qwen2.5's chat template (tool support).
 TOOLS := $(VENV)/share/chatdb/models/tiny-tools-qwen-template.gguf
 
-.PHONY: chat test install test-models bench clean
+.PHONY: chat test install test-models bench clean browse
 
 chat: install
 	$(BIN)/chatdb $(ARGS)
@@ -106,6 +106,11 @@ bench: install test-models
 	$(BIN)/python bench/search.py --quick
 	$(BIN)/python bench/resume.py
 	$(BIN)/python bench/decode.py
+
+# The archive in Datasette (the optional extra chatdb[browse]).
+browse: install
+	$(BIN)/pip install --quiet -e '.[browse]'
+	$(BIN)/chatdb browse $(ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -26,6 +26,7 @@ from .paths import default_db_path
 from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.textindex import index_text
 from .settings import Settings
+from .tags import Tags, tag_keys
 from .tokens import TokenStore
 from .transaction import transaction
 
@@ -39,6 +40,7 @@ class Archive:
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
         self.settings = Settings(conn)
+        self.tags = Tags(conn)
         self.kv_budget = KVBudget(self.settings, path)
         self.kv_keeping = KVKeeping(self)
         # Files of this archive that others could read until open() tightened them.
@@ -110,10 +112,19 @@ class Archive:
         row = self.conn.execute(q.CONVERSATION_BY_UID, (uid,)).fetchone()
         return Conversation.from_row(row) if row else None
 
-    def list_conversations(self, limit: int = -1, offset: int = 0) -> list[ConversationSummary]:
-        """Most recently updated first."""
-        rows = self.conn.execute(q.LIST_CONVERSATIONS, (limit, offset)).fetchall()
-        return [ConversationSummary(**dict(r)) for r in rows]
+    def list_conversations(self, limit: int = -1, offset: int = 0, *, tags=(),
+                           pinned: bool = False, archived: "bool | None" = False
+                           ) -> list[ConversationSummary]:
+        """Pinned first, then the most recently updated. Only those carrying every tag
+        of `tags`, only pinned ones if `pinned`; `archived`: False leaves the archived
+        out, True lists only them, None lists all."""
+        params = {"limit": limit, "offset": offset, "pinned": 1 if pinned else None}
+        if tags:
+            params["keys"] = json.dumps(tag_keys(tags))
+            sql = q.LIST_TAGGED[archived]
+        else:
+            sql = q.LIST_CONVERSATIONS[archived]
+        return [ConversationSummary.from_row(r) for r in self.conn.execute(sql, params)]
 
     def count_conversations(self) -> int:
         return self.conn.execute(q.COUNT_CONVERSATIONS).fetchone()[0]
@@ -141,15 +152,19 @@ class Archive:
                 raise NotFound(f"no conversation {conv_id}")
 
     def fork(self, message_id: int, title: "str | None" = None) -> Conversation:
-        """A new conversation continuing from `message_id`; nothing is copied."""
+        """A new conversation continuing from `message_id`; no message is copied, only the
+        tags of the conversation that wrote it."""
         with self.transaction():
             source = self.message(message_id)
             origin = self.conversation(source.conversation_id) if source.conversation_id else None
             if title is None:
                 title = f"{origin.title} (fork)" if origin and origin.title else "fork"
-            return self.create_conversation(
+            fork = self.create_conversation(
                 title, head_id=message_id, model=origin.model if origin else None,
                 meta={"forked_from": message_id})
+            if origin:
+                self.tags.copy(origin.id, fork.id)
+            return fork
 
     def delete_conversation(self, conv_id: int) -> int:
         """Delete a conversation and every message no other conversation reaches.

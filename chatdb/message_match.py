@@ -57,7 +57,8 @@ def longest_match(archive, messages: list[tuple[str, str]]) -> list[Message]:
     return path
 
 
-def place(archive, messages: list[tuple[str, str]], title: str, meta: dict) -> Placement:
+def place(archive, messages: list[tuple[str, str]], title: str, meta: dict,
+          tags=()) -> Placement:
     """Store what the archive lacks of `messages`; one transaction.
 
     The new messages go to the conversation whose head the match ends at;
@@ -76,6 +77,8 @@ def place(archive, messages: list[tuple[str, str]], title: str, meta: dict) -> P
             parent = message.id
         if reused == len(messages):
             archive.set_head(conv_id, parent)  # a resend answered again: a sibling answer
+        if tags:
+            archive.tags.add(conv_id, tags)
     return Placement(conv_id, path, reused, created)
 
 

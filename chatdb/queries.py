@@ -1,5 +1,7 @@
 """Named SQL for conversations and messages. Parameters are always bound."""
 
+from .tags import TAGGED
+
 # A conversation's system prompt is the system message at the root of its
 # head's path (messages.root_id): what the model reads, never a copy.
 CONVERSATION_SELECT = """
@@ -23,14 +25,29 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 
 # message_count: the messages on the current path but its root system
 # prompt, as the console numbers them; from the head's depth, with no walk.
-LIST_CONVERSATIONS = """
+# Pinned first, then the most recently updated, pinned ones only when :pinned
+# is 1. Each query is there three times, by its `archived` (False: those not
+# archived, True: the archived, None: all): an equality on the column, not a
+# bound NULL-or test, is what lets a page be read in the index's order.
+LISTED = """
 SELECT c.id, c.title, c.updated_at,
-    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count
-FROM conversations c
+    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
+    c.pinned, c.archived,
+    (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
+     WHERE ct.conversation_id = c.id) AS tags"""
+ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
+LISTED_JOINS = """
 LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
-ORDER BY c.updated_at DESC, c.id DESC
-LIMIT ? OFFSET ?"""
+WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
+ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
+LIMIT :limit OFFSET :offset"""
+LIST_CONVERSATIONS = {kept: LISTED + "\nFROM conversations c" + LISTED_JOINS.format(archived=where)
+                      for kept, where in ARCHIVED.items()}
+# With tags: started from the conversations carrying them all (chatdb/tags.py).
+LIST_TAGGED = {kept: LISTED + f"\nFROM ({TAGGED}) tagged JOIN conversations c "
+               "ON c.id = tagged.conversation_id" + LISTED_JOINS.format(archived=where)
+               for kept, where in ARCHIVED.items()}
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"

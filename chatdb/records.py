@@ -49,3 +49,11 @@ class ConversationSummary:
     title: str
     updated_at: str
     message_count: int
+    pinned: bool = False
+    archived: bool = False
+    tags: list = field(default_factory=list)   # as written, in order of their keys
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> "ConversationSummary":
+        return cls(**{**dict(row), "pinned": bool(row["pinned"]), "archived": bool(row["archived"]),
+                      "tags": sorted(json.loads(row["tags"]), key=str.casefold)})

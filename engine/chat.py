@@ -267,10 +267,12 @@ class Engine:
         """A job answering raw prompt tokens (a completion): nothing placed or stored."""
         return Job(prompt=prompt, sampling=sampling, **callbacks)
 
-    def place(self, messages, title: str = "", meta: "dict | None" = None) -> Placement:
+    def place(self, messages, title: str = "", meta: "dict | None" = None,
+              tags=()) -> Placement:
         """A client's whole message list in the tree: the longest stored path with the same
-        messages is reused, only what follows is added (chatdb.message_match)."""
-        return place(self.archive, messages, title, meta or {})
+        messages is reused, only what follows is added (chatdb.message_match); the
+        conversation it lands in is given `tags`."""
+        return place(self.archive, messages, title, meta or {}, tags)
 
     def unplace(self, placement: Placement) -> None:
         """Take back the messages `placement` added (a request refused before any answer)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from .. import queries as q
 from ..errors import NotFound, SearchError
 from ..records import ROLES
+from ..tags import Tags
 from .dates import instant
 
 SPAN_GAP = 1000  # filtered ids further apart than this are read as separate ranges
@@ -48,7 +49,9 @@ SELECT min(id), max(id) FROM messages WHERE created_at >= :since AND created_at 
 NO_SINCE, NO_UNTIL = "", "~"  # before and after every ISO 8601 time
 
 
-def make_filters(conn, limit, conversation_id, role, since, until) -> Filters:
+def make_filters(conn, limit, conversation_id, role, since, until, tags=()) -> Filters:
+    """The filters of a search; `tags`: only in what the conversations carrying all of
+    them reach (with `conversation_id` too: what both allow)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SearchError(f"limit must be a positive whole number, not {limit!r}")
     if role is not None and role not in ROLES:
@@ -62,6 +65,9 @@ def make_filters(conn, limit, conversation_id, role, since, until) -> Filters:
         if conn.execute(q.CONVERSATION, (conversation_id,)).fetchone() is None:
             raise NotFound(f"no conversation {conversation_id}")
         reached = [row[0] for row in conn.execute(REACHED_IDS, {"conv": conversation_id})]
+    if tags:
+        tagged = Tags(conn).reached(tags)
+        reached = tagged if reached is None else sorted(set(reached) & set(tagged))
     return Filters(role, start, end, reached)
 
 

@@ -2,7 +2,7 @@
 
     {"format": "chatdb-export", "version": 1, "conversations": [
         {"uid", "title", "created_at", "updated_at", "system_prompt", "model",
-         "meta", "head",
+         "meta", "head", "tags", "pinned", "archived",
          "messages": [{"uid", "parent", "conversation", "role", "content",
                        "status", "created_at", "meta"}, ...]}, ...]}
 
@@ -55,6 +55,8 @@ def export_conversation(archive: Archive, conv_id: int, uids: "_UidCache | None"
         "model": conv.model,
         "meta": _portable_meta(conv, uids),
         "head": uids.message(conv.head_id),
+        "tags": archive.tags.of(conv_id),
+        **archive.tags.flags(conv_id),
         "messages": [_message(m, uids) for m in archive.tree(conv_id)],
     }
 

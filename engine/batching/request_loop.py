@@ -164,7 +164,7 @@ class RequestLoop:
         given the placement as soon as it is made."""
         engine, jobs, placement = self.engine, [], None
         if request.prompt is None:
-            placement = engine.place(request.messages, request.title, request.meta)
+            placement = engine.place(request.messages, request.title, request.meta, request.tags)
             placed.append(placement)
         for each in [request] + request.siblings:
             callbacks = dict(stop=list(each.stop), on_text=each.on_text, on_logprob=each.on_logprob,

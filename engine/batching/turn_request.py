@@ -22,6 +22,7 @@ class TurnRequest:
     stop: list[str] = field(default_factory=list)
     title: str = ""
     meta: dict = field(default_factory=dict)    # of a new conversation: which client made it
+    tags: list = field(default_factory=list)    # given to the conversation it lands in
     on_text: "callable" = None
     on_done: "callable" = None
     on_error: "callable" = None

@@ -18,12 +18,12 @@ TABLES = {"conversations", "messages", "message_tokens", "kv_segments",
 NOTES_0002 = """
 -- Notes per conversation; a trigger whose body holds ';' and a string with one.
 ALTER TABLE conversations ADD COLUMN notes TEXT NOT NULL DEFAULT '';
-CREATE TABLE tags (
+CREATE TABLE notes_tags (
     conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     tag TEXT NOT NULL, PRIMARY KEY (conversation_id, tag)
-) WITHOUT ROWID; CREATE INDEX tags_by_tag ON tags(tag);
+) WITHOUT ROWID; CREATE INDEX tags_by_tag ON notes_tags(tag);
 CREATE TRIGGER tag_new_conversations AFTER INSERT ON conversations BEGIN
-    INSERT INTO tags (conversation_id, tag) VALUES (new.id, 'new;untriaged');
+    INSERT INTO notes_tags (conversation_id, tag) VALUES (new.id, 'new;untriaged');
     UPDATE conversations SET notes = 'tagged' WHERE id = new.id;
 END;
 -- trailing comment; nothing after it
@@ -127,7 +127,7 @@ def test_upgrade_applies_only_the_new_migration_and_keeps_the_data(
         # Every statement ran, the trigger with its ';' inside whole.
         new = archive.create_conversation("new")
         assert [tuple(r) for r in archive.conn.execute(
-            "SELECT tag FROM tags WHERE conversation_id = ?", (new.id,))] == [("new;untriaged",)]
+            "SELECT tag FROM notes_tags WHERE conversation_id = ?", (new.id,))] == [("new;untriaged",)]
         assert archive.conn.execute(
             "SELECT notes FROM conversations WHERE id = ?", (new.id,)).fetchone()[0] == "tagged"
         assert archive.conn.execute(
