@@ -172,6 +172,12 @@ class ArchiveConnection(sqlite3.Connection):
     read_only = False
 
 
+def blank_like(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """A connection to a new, empty file at `path` that `conn.backup()` can fill: the same
+    driver as `conn` (and so the same encryption)."""
+    return sqlite3.connect(str(path), isolation_level=None)
+
+
 def _open(target: str, uri: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri,
                            factory=ArchiveConnection)

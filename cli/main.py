@@ -11,7 +11,7 @@ import sys
 from importlib import metadata
 
 from chatdb.connection import describe
-from chatdb.errors import ChatdbError
+from chatdb.errors import BadInput, ChatdbError
 
 from . import output
 from .interrupt import Quit
@@ -66,6 +66,9 @@ def main(argv: "list[str] | None" = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
+    except BadInput as exc:
+        output.error(str(exc))
+        return 2
     except ChatdbError as exc:
         output.error(str(exc))
     except OSError as exc:  # a file that cannot be read or written
