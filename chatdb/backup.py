@@ -12,13 +12,11 @@ copy of the text alone. Restoring is opening the copy.
 """
 
 import errno
-import os
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import dbapi, private_files
+from . import dbapi, whole_files
 from .connection import blank_like, describe, disk_full
 from .errors import BadInput, ChatdbError
 
@@ -41,23 +39,20 @@ def backup(conn, source: Path, destination: Path, *, kv: bool = True) -> Copied:
     """Copy the archive open on `conn` (at `source`) to `destination`, whole or not at all."""
     destination = Path(destination)
     _check_destination(source, destination)
-    _remove_stale(destination)
     started = time.monotonic()
-    temporary = destination.with_name(
-        f".{destination.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{PARTIAL}")
+    temporary = None
     try:
-        private_files.create(temporary)
+        temporary = whole_files.temporary_beside(destination, PARTIAL)
         _copy(conn, temporary, kv)
-        _sync(temporary)
-        os.replace(temporary, destination)
-        _sync_directory(destination.parent)
+        whole_files.put_in_place(temporary, destination)
     except BaseException as exc:
-        _remove(temporary)
+        if temporary is not None:
+            whole_files.remove(temporary)
         if isinstance(exc, (OSError, *dbapi.Error)):
             raise ChatdbError(_failure(destination, exc)) from None
         raise
     return Copied(destination, destination.stat().st_size, time.monotonic() - started, kv,
-                  getattr(conn, "encrypted", False))
+                  conn.encrypted)
 
 
 def _copy(conn, temporary: Path, kv: bool) -> None:
@@ -97,39 +92,3 @@ def _failure(destination: Path, exc: BaseException) -> str:
     else:
         reason = exc.strerror or str(exc)
     return f"{destination}: no backup written: {reason}; the archive is untouched"
-
-
-def _remove_stale(destination: Path) -> None:
-    """Temporary files a killed backup to the same file left (their process is gone)."""
-    for leftover in destination.parent.glob(f".{destination.name}.*{PARTIAL}"):
-        pid = leftover.name[len(destination.name) + 2:].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            _remove(leftover)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove(path: Path) -> None:
-    for each in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
-        each.unlink(missing_ok=True)
-
-
-def _sync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_directory(directory: Path) -> None:
-    """The rename itself on disk (a crash right after it keeps the new name)."""
-    _sync(directory)

@@ -13,9 +13,9 @@ file, and the write-ahead log is checkpointed and truncated, so that it does
 not hold them either.
 """
 
-import sqlite3
 from dataclasses import dataclass
 
+from .. import dbapi
 from ..clock import now
 from ..queries import WALK_UP
 from . import eviction
@@ -137,7 +137,7 @@ class KVKeeping:
         try:
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             return busy == 0
-        except sqlite3.OperationalError:   # busy: another process is checkpointing
+        except dbapi.OperationalError:   # busy: another process is checkpointing
             return False
         finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")
