@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from . import cipher, content_hash, dbapi, private_files
+from . import cipher, content_hash, dbapi, private_files, replication
 from .errors import BadInput, ChatdbError, SchemaError
 from .migrate import Migration, apply, available, pending
 
@@ -73,11 +73,14 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
             finally:
                 check.close()
     try:
-        return _open_writable(path, migrations, notes if notes is not None else [])
+        conn = _open_writable(path, migrations, notes if notes is not None else [])
     except SchemaError as exc:
         if not (_read_only(exc.__context__) or disk_full(path)):
             raise
-    return _open_read_only(path, migrations)
+        return _open_read_only(path, migrations)
+    if replication.is_replicated(path):
+        conn.execute("PRAGMA wal_autocheckpoint = 0")   # Litestream checkpoints, not chatdb
+    return conn
 
 
 def _open_writable(path: Path, migrations: "list[Migration]", notes: "list[str]") -> sqlite3.Connection:

@@ -6,10 +6,11 @@ with options.add_command() and sets `func=run`, where `run(args) -> int` is
 the exit status. To add a subcommand, write its module and list it below.
 """
 
-from . import ask, backup, doctor, encryption, export, fork, import_, index, kv, list_, manage, search, serve, show, warm
+from . import ask, doctor, export, fork, import_, index, kv, list_, manage, search, serve, show, warm
+from . import backup, encryption, replicate
 
 MODULES = (ask, list_, show, search, index, fork, manage, export, import_, doctor, serve, warm, kv,
-           backup, encryption)
+           backup, encryption, replicate)
 
 
 def register_all(subparsers) -> None:
