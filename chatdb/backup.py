@@ -11,17 +11,15 @@ one or the new. An encrypted archive's copy is encrypted with the same key
 copy of the text alone. Restoring is opening the copy.
 """
 
-import errno
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import dbapi, whole_files
-from .connection import blank_like, describe, disk_full
+from .connection import blank_like, write_failure
 from .errors import BadInput, ChatdbError
 
 PARTIAL = ".partial"
-SQLITE_IOERR, SQLITE_FULL = 10, 13
 # What --no-kv leaves out; the triggers keep kv_totals right as they go.
 DROP_KV = ("DELETE FROM kv_segments", "DELETE FROM kv_shared_rows", "DELETE FROM kv_uses")
 
@@ -81,14 +79,5 @@ def _check_destination(source: Path, destination: Path) -> None:
 
 
 def _failure(destination: Path, exc: BaseException) -> str:
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code == SQLITE_FULL or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG) \
-            or disk_full(destination):
-        reason = "the disk is full"
-    elif code == SQLITE_IOERR:   # a write past the file-size limit (EFBIG) says only this
-        reason = f"a write failed ({exc}: the disk may be full)"
-    elif isinstance(exc, dbapi.Error):
-        reason = describe(exc)
-    else:
-        reason = exc.strerror or str(exc)
-    return f"{destination}: no backup written: {reason}; the archive is untouched"
+    return (f"{destination}: no backup written: {write_failure(exc, destination)}; "
+            "the archive is untouched")

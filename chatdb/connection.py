@@ -7,6 +7,7 @@ before is converted once when opened (a VACUUM, which cannot run inside a
 migration's transaction), and `connect` says so in `notes`.
 """
 
+import errno
 import os
 import sqlite3
 import time
@@ -40,6 +41,7 @@ PRAGMAS = (
 
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
 SQLITE_NOTADB = 26
+SQLITE_IOERR, SQLITE_FULL = 10, 13
 
 
 def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
@@ -155,6 +157,19 @@ def describe(exc: "sqlite3.Error", path: "Path | None" = None) -> str:
         return (f"the archive is damaged ({exc}): `chatdb doctor` runs SQLite's integrity_check "
                 "on it; `chatdb export` saves what can still be read")
     return str(exc)
+
+
+def write_failure(exc: BaseException, path: Path) -> str:
+    """Why writing a new file at `path` failed, in words: a full disk above all."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == SQLITE_FULL or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG) \
+            or disk_full(path):
+        return "the disk is full"
+    if code == SQLITE_IOERR:   # a write past the file-size limit (EFBIG) says only this
+        return f"a write failed ({exc}: the disk may be full)"
+    if isinstance(exc, dbapi.Error):
+        return describe(exc)
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def is_damaged(exc: BaseException) -> bool:

@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlcipher3 import dbapi2 as sqlcipher
 
 from . import cipher, content_hash, whole_files
-from .connection import INCREMENTAL, PAGE_SIZE, describe, disk_full, unlock
+from .connection import INCREMENTAL, PAGE_SIZE, unlock, write_failure
 from .errors import BadInput, ChatdbError
 
 SUFFIX = ".converting"
@@ -107,7 +107,8 @@ def _export(source, temporary: Path, key: "cipher.Key | None") -> None:
             source.execute("SELECT sqlcipher_export('converted')").fetchone()
             source.execute("COMMIT")
         except BaseException:
-            source.execute("ROLLBACK")
+            if source.in_transaction:   # SQLite rolls back by itself on a full disk
+                source.execute("ROLLBACK")
             raise
     finally:
         source.execute("DETACH DATABASE converted")
@@ -135,11 +136,7 @@ def _empty_wal(source, path: Path) -> None:
 
 
 def _failure(path: Path, exc: BaseException) -> str:
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code == 13 or disk_full(path) or getattr(exc, "errno", None) == 28:   # SQLITE_FULL, ENOSPC
-        reason = "the disk is full (the conversion needs about the archive's size free)"
-    elif isinstance(exc, sqlcipher.Error):
-        reason = describe(exc)
-    else:
-        reason = exc.strerror or str(exc)
+    reason = write_failure(exc, path)
+    if reason == "the disk is full":
+        reason += " (the conversion needs about the archive's size free)"
     return f"{path}: not converted: {reason}; the archive is as it was"

@@ -2,7 +2,6 @@
 
 import os
 import resource
-import signal
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import pytest
 from chatdb.archive import Archive
 
 from ..chatdb_command import chatdb_argv
-from ..polling import wait_until
+from ..killing import kill_9_while_it_writes
 from ..small_disk import small_tmpfs
 from .conftest import REPO
 
@@ -130,17 +129,8 @@ def test_kill_9_during_a_backup_leaves_the_old_copy_whole(chatdb, db_path, cli_e
     chatdb("backup", copy, "--json").json()
     before = messages_in(copy)
     with_kv(db_path, 96)   # long enough a copy to be caught in the middle
-    for _ in range(5):
-        backup = subprocess.Popen(chatdb_argv("backup", copy, "--db", db_path), cwd=REPO,
-                                  env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        partial = wait_until(lambda: list(tmp_path.glob(".copy.db.*.partial"))
-                             or backup.poll() is not None, what="the backup to begin")
-        backup.send_signal(signal.SIGKILL)
-        backup.wait(timeout=60)
-        if partial is not True and backup.returncode == -signal.SIGKILL:
-            break
-    else:
-        pytest.fail("the backup always ended before it could be killed")
+    kill_9_while_it_writes(chatdb_argv("backup", copy, "--db", db_path), cli_env, tmp_path,
+                           ".copy.db.*.partial")
     assert messages_in(copy) == before   # the old backup, whole
     chatdb("backup", copy, "--json").json()   # the next one clears what the killed one left
     assert messages_in(copy)[1] == 1 + 96
