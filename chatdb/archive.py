@@ -13,7 +13,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from . import forest, private_files, queries as q
+from . import dbapi, forest, private_files, queries as q
 from .clock import now
 from .connection import connect
 from .costs import CostStore
@@ -62,6 +62,11 @@ class Archive:
 
     def close(self) -> None:
         self.conn.close()
+
+    @property
+    def encrypted(self) -> bool:
+        """Opened with a key (SQLCipher): every page of the file, and of its WAL, is encrypted."""
+        return getattr(self.conn, "encrypted", False)
 
     @property
     def read_only(self) -> bool:
@@ -304,7 +309,7 @@ class Archive:
         """SQLite's integrity_check: "ok", or the first thing it finds wrong."""
         try:
             return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
-        except sqlite3.DatabaseError as exc:  # a page too damaged to walk
+        except dbapi.DatabaseError as exc:  # a page too damaged to walk
             return str(exc)
 
     def damage(self) -> "str | None":
@@ -312,7 +317,7 @@ class Archive:
         A damaged page is otherwise found only by a read that happens to need it."""
         try:
             first = self.conn.execute("PRAGMA quick_check").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
+        except dbapi.DatabaseError as exc:
             return str(exc)
         return None if first == "ok" else first
 

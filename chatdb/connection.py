@@ -7,6 +7,7 @@ before is converted once when opened (a VACUUM, which cannot run inside a
 migration's transaction), and `connect` says so in `notes`.
 """
 
+import errno
 import os
 import sqlite3
 import time
@@ -14,8 +15,10 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import content_hash, private_files
-from .errors import ChatdbError, SchemaError
+from sqlcipher3 import dbapi2 as sqlcipher
+
+from . import cipher, content_hash, dbapi, private_files, replication
+from .errors import BadInput, ChatdbError, SchemaError
 from .migrate import Migration, apply, available, pending
 
 BUSY_TIMEOUT_MS = 30_000
@@ -38,6 +41,7 @@ PRAGMAS = (
 
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
 SQLITE_NOTADB = 26
+SQLITE_IOERR, SQLITE_FULL = 10, 13
 
 
 def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
@@ -65,22 +69,25 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
         # Closing a connection that may write checkpoints this WAL into
         # the file: look at the schema through one that cannot, first.
         with _refusals(path):
-            check = _open(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            check = _open(path, "mode=ro")
             try:
                 pending(check, migrations)
             finally:
                 check.close()
     try:
-        return _open_writable(path, migrations, notes if notes is not None else [])
+        conn = _open_writable(path, migrations, notes if notes is not None else [])
     except SchemaError as exc:
         if not (_read_only(exc.__context__) or disk_full(path)):
             raise
-    return _open_read_only(path, migrations)
+        return _open_read_only(path, migrations)
+    if replication.is_replicated(path):
+        conn.execute("PRAGMA wal_autocheckpoint = 0")   # Litestream checkpoints, not chatdb
+    return conn
 
 
 def _open_writable(path: Path, migrations: "list[Migration]", notes: "list[str]") -> sqlite3.Connection:
     with _refusals(path):
-        conn = _open(str(path))
+        conn = _open(path)
         try:
             todo = pending(conn, migrations)  # refuses a newer schema before any write
             if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
@@ -107,7 +114,7 @@ def _convert_to_incremental_vacuum(conn: sqlite3.Connection, path: Path, notes: 
     started = time.monotonic()
     try:
         conn.execute("VACUUM")
-    except sqlite3.OperationalError as exc:   # locked all along, or the disk is full: next time
+    except dbapi.OperationalError as exc:   # locked all along, or the disk is full: next time
         notes.append(f"{path}: not yet converted to give freed space back to the disk ({exc}); "
                      "chatdb tries again next time")
         return
@@ -124,7 +131,7 @@ def _open_read_only(path: Path, migrations: "list[Migration]") -> sqlite3.Connec
         raise ChatdbError(f"{path}: {where} and its WAL file holds changes not yet in the "
                           "archive; it cannot be read safely until it can be written")
     with _refusals(path):
-        conn = _open(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        conn = _open(path, "immutable=1")
         conn.read_only = True
         try:
             if pending(conn, migrations):
@@ -140,7 +147,7 @@ def _read_only(exc: "BaseException | None") -> bool:
     return code is not None and code & 0xFF in (SQLITE_READONLY, SQLITE_CANTOPEN)
 
 
-def describe(exc: sqlite3.Error, path: "Path | None" = None) -> str:
+def describe(exc: "sqlite3.Error", path: "Path | None" = None) -> str:
     """An SQLite error in words a user can act on."""
     if path is not None and disk_full(path):
         return f"the disk is full: the archive can be read but not written ({exc})"
@@ -150,6 +157,19 @@ def describe(exc: sqlite3.Error, path: "Path | None" = None) -> str:
         return (f"the archive is damaged ({exc}): `chatdb doctor` runs SQLite's integrity_check "
                 "on it; `chatdb export` saves what can still be read")
     return str(exc)
+
+
+def write_failure(exc: BaseException, path: Path) -> str:
+    """Why writing a new file at `path` failed, in words: a full disk above all."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == SQLITE_FULL or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG) \
+            or disk_full(path):
+        return "the disk is full"
+    if code == SQLITE_IOERR:   # a write past the file-size limit (EFBIG) says only this
+        return f"a write failed ({exc}: the disk may be full)"
+    if isinstance(exc, dbapi.Error):
+        return describe(exc)
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def is_damaged(exc: BaseException) -> bool:
@@ -170,14 +190,56 @@ class ArchiveConnection(sqlite3.Connection):
     """A connection that knows whether it was opened read-only (a directory chatdb cannot
     write, a full disk): then every write fails, and a server says so before it serves."""
     read_only = False
+    encrypted = False
+    key: "cipher.Key | None" = None
 
 
-def _open(target: str, uri: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri,
-                           factory=ArchiveConnection)
-    conn.row_factory = sqlite3.Row
+class EncryptedConnection(sqlcipher.Connection):
+    """The same, to an encrypted archive (SQLCipher), with the key it was opened with."""
+    read_only = False
+    encrypted = True
+    key: "cipher.Key | None" = None
+
+    def blobopen(self, table: str, column: str, row: int, /, *, readonly: bool = False,
+                 name: str = "main"):
+        """Python's sqlite3 name for the incremental blob reader sqlcipher3 calls open_blob."""
+        return self.open_blob(table, column, row, readonly=readonly, dbname=name)
+
+
+def blank_like(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
+    """A connection to a new, empty file at `path` that `conn.backup()` can fill: the same
+    driver as `conn`, and so encrypted with the same key (and a salt of its own)."""
+    return blank(path, conn.key)
+
+
+def blank(path: Path, key: "cipher.Key | None") -> sqlite3.Connection:
+    """A bare connection to a new file at `path`: plain, or encrypted with `key`."""
+    if key is None:
+        return sqlite3.connect(str(path), isolation_level=None)
+    conn = sqlcipher.connect(str(path), isolation_level=None, factory=EncryptedConnection)
+    try:
+        unlock(conn, key, None, path)
+        conn.key = key
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _open(path: Path, query: str = "") -> sqlite3.Connection:
+    """A connection to the archive file at `path` (with URI parameters `query`): plain, or
+    unlocked with the process's key if the file is encrypted (or new, and there is a key)."""
+    key, salt = _key_for(path)
+    driver, factory = (sqlcipher, EncryptedConnection) if key else (sqlite3, ArchiveConnection)
+    target = f"{path.resolve().as_uri()}?{query}" if query else str(path)
+    conn = driver.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                          uri=bool(query), factory=factory)
+    conn.row_factory = driver.Row
     content_hash.register(conn)  # the schema's triggers call it
     try:
+        if key:
+            unlock(conn, key, salt, path)
+            conn.key = key
         for pragma in PRAGMAS:
             conn.execute(pragma)
     except BaseException:
@@ -186,14 +248,56 @@ def _open(target: str, uri: bool = False) -> sqlite3.Connection:
     return conn
 
 
+def _key_for(path: Path) -> "tuple[cipher.Key | None, bytes | None]":
+    """(key, salt) for `path`: (None, None) for a plain file, (key, None) for a new one."""
+    if str(path) == ":memory:":
+        return None, None
+    salt, key = cipher.salt_of(path), cipher.current()
+    if salt is not None and key is None:
+        raise KeyNeeded(f"{path}: an encrypted archive (or a damaged file): give its key in "
+                        f"${cipher.ENV} or a file named by --key-file (or type it when chatdb "
+                        "asks, at a terminal)")
+    if salt is None and key is not None and _is_blank(path):
+        return key, None
+    return (key, salt) if salt is not None else (None, None)
+
+
+def _is_blank(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def unlock(conn, key: "cipher.Key", salt: "bytes | None", path: Path) -> None:
+    conn.execute("PRAGMA cipher_log_level = NONE")   # a wrong key is chatdb's one line, not a log
+    for pragma in key.pragmas(salt):
+        conn.execute(pragma)
+    if salt is None:
+        return
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlcipher.DatabaseError as exc:
+        if exc.sqlite_errorcode & 0xFF != SQLITE_NOTADB:
+            raise
+        raise KeyNeeded(f"{path}: the key does not open this archive (a wrong key, or not a "
+                        f"chatdb archive): check ${cipher.ENV} or the key file") from None
+
+
+class KeyNeeded(BadInput, SchemaError):
+    """An encrypted archive without its key, or with another: nothing was read or written."""
+
+
 @contextmanager
 def _refusals(path: Path):
     """Report why an archive cannot be opened in one line that names the file."""
     try:
         yield
+    except KeyNeeded:
+        raise   # it names the file
     except SchemaError as exc:
         raise SchemaError(f"{path}: {exc}") from None
-    except sqlite3.DatabaseError as exc:
+    except dbapi.DatabaseError as exc:
         if is_busy(exc):
             raise ChatdbError(f"{path}: the archive stayed locked by another process for "
                               f"{BUSY_TIMEOUT_MS // 1000} s; try again") from None
@@ -205,7 +309,7 @@ def is_busy(exc: BaseException) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED)
-    return isinstance(exc, sqlite3.OperationalError) and (
+    return isinstance(exc, dbapi.OperationalError) and (
         "locked" in str(exc) or "busy" in str(exc))
 
 
@@ -219,7 +323,7 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
         try:
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
             return
-        except sqlite3.OperationalError as exc:
+        except dbapi.OperationalError as exc:
             if not is_busy(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(delay)

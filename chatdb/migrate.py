@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 
+from . import dbapi
 from .clock import now
 from .errors import SchemaError
 from .transaction import transaction
@@ -101,7 +102,7 @@ def apply(conn: sqlite3.Connection, migration: Migration) -> bool:
         try:
             for statement in statements(migration.sql):
                 conn.execute(statement)
-        except sqlite3.Error as exc:
+        except dbapi.Error as exc:
             raise SchemaError(f"migration {migration.version:04d}_{migration.name}.sql "
                               f"failed, nothing of it was applied: {exc}") from None
         conn.execute(RECORD, (migration.version, migration.name, migration.checksum, now()))

@@ -13,11 +13,12 @@ file, and the write-ahead log is checkpointed and truncated, so that it does
 not hold them either.
 """
 
-import sqlite3
 from dataclasses import dataclass
 
+from .. import dbapi
 from ..clock import now
 from ..queries import WALK_UP
+from ..replication import is_replicated
 from . import eviction
 from .budget import format_size
 from .report import file_sizes, stored
@@ -131,13 +132,16 @@ class KVKeeping:
 
     def checkpoint(self) -> bool:
         """Checkpoint and truncate the log, without waiting for other processes' readers
-        (the next checkpoint finishes what this one could not); whether it was whole."""
+        (the next checkpoint finishes what this one could not); whether it was whole.
+        Not while Litestream replicates the archive: it checkpoints then (see replication)."""
+        if is_replicated(self.archive.db_path):
+            return False
         timeout = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             return busy == 0
-        except sqlite3.OperationalError:   # busy: another process is checkpointing
+        except dbapi.OperationalError:   # busy: another process is checkpointing
             return False
         finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")

@@ -93,7 +93,7 @@ def run(args) -> int:
     if not api_key and not _loopback(args.host):   # --allow-no-key: said, since it is risky
         output.warning(f"serving {args.host} without an API key (--allow-no-key): anyone who "
                        "can reach it can read and write every conversation in the archive")
-    with open_archive(args, create=True) as archive:
+    with open_archive(args, create=True, ask_key=False) as archive:   # a server asks no one
         if archive.read_only:
             where = "the disk is full" if disk_full(archive.db_path) else "it is read-only here"
             raise ChatdbError(f"{archive.db_path}: {where}; chatdb serve stores every request "

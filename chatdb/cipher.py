@@ -1,0 +1,116 @@
+"""Encryption at rest with SQLCipher 4: which files are encrypted, and the key a process uses.
+
+An encrypted archive is a whole SQLCipher 4 file (every page, the WAL's too): its
+first 16 bytes are the salt, the rest is ciphertext, where a plain SQLite file
+begins with "SQLite format 3". SQLCipher stretches a passphrase with PBKDF2
+(HMAC-SHA512, 256,000 rounds) on every connection, some 0.15 s; chatdb opens
+several (the KV writer, the embedder, the server's), so it derives the page key
+once a process with the same function and parameters (hashlib's) and hands
+SQLCipher the raw key. Pages are 32 KiB, as in a plain archive; SQLCipher keeps
+no page size in the file, so it is set again at every open.
+
+The passphrase comes from $CHATDB_KEY, or from what a front-end read (a key file,
+a prompt) and gave `use()`. It is never put in SQL, a message or the archive:
+what SQLCipher sees is the derived key, in hex.
+"""
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from .errors import BadInput
+
+PLAIN_MAGIC = b"SQLite format 3\x00"
+SALT_BYTES = 16
+KDF_HASH, KDF_ROUNDS, KEY_BYTES = "sha512", 256_000, 32   # SQLCipher 4's defaults
+CIPHER_PAGE_SIZE = 32768
+ENV = "CHATDB_KEY"
+
+
+class Key:
+    """A passphrase, and the page key derived from it for each salt (each file) it opened."""
+
+    def __init__(self, passphrase: "str | bytes"):
+        if isinstance(passphrase, str):
+            passphrase = passphrase.encode("utf-8")
+        if not passphrase:
+            raise BadInput("an empty key: give a passphrase")
+        self._passphrase = passphrase
+        self._derived: dict[bytes, str] = {}
+
+    def __repr__(self) -> str:
+        return "Key(...)"
+
+    def pragmas(self, salt: "bytes | None") -> "tuple[str, ...]":
+        """What opens a file with this key: one whose salt is `salt`, or (None) a new one."""
+        return (f"PRAGMA key = \"{self.raw(salt)}\"", f"PRAGMA cipher_page_size = {CIPHER_PAGE_SIZE}")
+
+    def raw(self, salt: "bytes | None") -> str:
+        """SQLCipher's raw key for the file with `salt`; for a new file (None), with a new salt."""
+        if salt is not None:
+            return f"x'{self._derive(salt)}'"
+        salt = os.urandom(SALT_BYTES)   # given with the key, SQLCipher writes it into the file
+        return f"x'{self._derive(salt)}{salt.hex()}'"
+
+    def _derive(self, salt: bytes) -> str:
+        if salt not in self._derived:
+            self._derived[salt] = hashlib.pbkdf2_hmac(KDF_HASH, self._passphrase, salt, KDF_ROUNDS,
+                                                      KEY_BYTES).hex()
+        return self._derived[salt]
+
+
+_chosen: "list[Key | None]" = [None]   # what a front-end gave use(); else $CHATDB_KEY
+
+
+def use(key: "Key | None") -> None:
+    """The key this process opens encrypted archives with (None: back to $CHATDB_KEY)."""
+    _chosen[0] = key
+
+
+def current() -> "Key | None":
+    if _chosen[0] is not None:
+        return _chosen[0]
+    passphrase = os.environ.get(ENV, "")
+    return _env_key(passphrase.encode("utf-8", "surrogateescape")) if passphrase else None
+
+
+@functools.lru_cache(maxsize=1)
+def _env_key(passphrase: bytes) -> Key:
+    """One Key for the process: its page keys derived once per file."""
+    return Key(passphrase)
+
+
+def read_key_file(path: Path) -> Key:
+    """The passphrase in a file: its whole content, less one line ending."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the key file ({exc.strerror or exc})") from None
+    for ending in (b"\r\n", b"\n"):
+        if data.endswith(ending):
+            data = data[: -len(ending)]
+            break
+    if not data:
+        raise BadInput(f"{path}: the key file is empty")
+    return Key(data)
+
+
+def salt_of(path: Path) -> "bytes | None":
+    """An encrypted file's salt, or None for a plain SQLite file (or one not there, or empty).
+
+    SQLCipher files are whole pages: a file of another size that does not begin as
+    SQLite's do is neither, and is left to SQLite to refuse."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(SALT_BYTES)
+            size = os.fstat(file.fileno()).st_size
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    if len(head) < SALT_BYTES or head == PLAIN_MAGIC or size % 512:
+        return None
+    return head
+
+
+def is_encrypted(path: Path) -> bool:
+    return salt_of(path) is not None
