@@ -29,6 +29,8 @@ from .settings import Settings
 from .tokens import TokenStore
 from .transaction import transaction
 
+EVERYONE = object()   # list_conversations of every owner
+
 
 class Archive:
     def __init__(self, conn: sqlite3.Connection, path: "Path | None" = None):
@@ -80,8 +82,8 @@ class Archive:
     def create_conversation(self, title: str = "", *, system_prompt: "str | None" = None,
                             model: "str | None" = None, head_id: "int | None" = None,
                             uid: "str | None" = None, created_at: "str | None" = None,
-                            updated_at: "str | None" = None, meta: "dict | None" = None
-                            ) -> Conversation:
+                            updated_at: "str | None" = None, meta: "dict | None" = None,
+                            owner: "str | None" = None) -> Conversation:
         """A new conversation: empty, with `system_prompt` as its root system message,
         or continuing from the message `head_id` (whose path has its own system prompt)."""
         if system_prompt and head_id is not None:
@@ -93,7 +95,7 @@ class Archive:
                 self.message(head_id)
             cur = self.conn.execute(q.INSERT_CONVERSATION, (
                 uid or new_uid(), title, head_id, model, created_at,
-                updated_at or created_at, meta_json(meta)))
+                updated_at or created_at, meta_json(meta), owner))
             conv_id = cur.lastrowid
             if system_prompt:
                 self.add_message(conv_id, "system", system_prompt, parent_id=None,
@@ -110,9 +112,13 @@ class Archive:
         row = self.conn.execute(q.CONVERSATION_BY_UID, (uid,)).fetchone()
         return Conversation.from_row(row) if row else None
 
-    def list_conversations(self, limit: int = -1, offset: int = 0) -> list[ConversationSummary]:
-        """Most recently updated first."""
-        rows = self.conn.execute(q.LIST_CONVERSATIONS, (limit, offset)).fetchall()
+    def list_conversations(self, limit: int = -1, offset: int = 0,
+                           owner=EVERYONE) -> list[ConversationSummary]:
+        """Most recently updated first; `owner`: only that user's (None: the archive's own)."""
+        every = owner is EVERYONE
+        rows = self.conn.execute(q.LIST_CONVERSATIONS, {
+            "limit": limit, "offset": offset, "all": every,
+            "owner": None if every else owner}).fetchall()
         return [ConversationSummary(**dict(r)) for r in rows]
 
     def count_conversations(self) -> int:
@@ -149,7 +155,7 @@ class Archive:
                 title = f"{origin.title} (fork)" if origin and origin.title else "fork"
             return self.create_conversation(
                 title, head_id=message_id, model=origin.model if origin else None,
-                meta={"forked_from": message_id})
+                meta={"forked_from": message_id}, owner=origin.owner if origin else None)
 
     def delete_conversation(self, conv_id: int) -> int:
         """Delete a conversation and every message no other conversation reaches.

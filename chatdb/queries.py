@@ -6,13 +6,13 @@ CONVERSATION_SELECT = """
 SELECT c.id, c.uid, c.title, c.head_id,
     (SELECT r.content FROM messages h JOIN messages r ON r.id = h.root_id
      WHERE h.id = c.head_id AND r.role = 'system') AS system_prompt,
-    c.model, c.created_at, c.updated_at, c.meta
+    c.model, c.created_at, c.updated_at, c.meta, c.owner
 FROM conversations c"""
 MESSAGE_COLUMNS = "id, uid, parent_id, conversation_id, depth, role, content, status, created_at, meta"
 
 INSERT_CONVERSATION = """
-INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
 
 CONVERSATION = CONVERSATION_SELECT + " WHERE c.id = ?"
 CONVERSATION_BY_UID = CONVERSATION_SELECT + " WHERE c.uid = ?"
@@ -25,12 +25,13 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 # prompt, as the console numbers them; from the head's depth, with no walk.
 LIST_CONVERSATIONS = """
 SELECT c.id, c.title, c.updated_at,
-    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count
+    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count, c.owner
 FROM conversations c
 LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
+WHERE :all OR c.owner IS :owner
 ORDER BY c.updated_at DESC, c.id DESC
-LIMIT ? OFFSET ?"""
+LIMIT :limit OFFSET :offset"""
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"

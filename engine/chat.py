@@ -266,10 +266,11 @@ class Engine:
         """A job answering raw prompt tokens (a completion): nothing placed or stored."""
         return Job(prompt=prompt, sampling=sampling, **callbacks)
 
-    def place(self, messages, title: str = "", meta: "dict | None" = None) -> Placement:
-        """A client's whole message list in the tree: the longest stored path with the same
-        messages is reused, only what follows is added (chatdb.message_match)."""
-        return place(self.archive, messages, title, meta or {})
+    def place(self, messages, title: str = "", meta: "dict | None" = None,
+              owner: "str | None" = None, share_prefix: bool = False) -> Placement:
+        """A client's whole message list in the tree: the longest stored path of `owner`'s
+        with the same messages is reused, only what follows is added (chatdb.message_match)."""
+        return place(self.archive, messages, title, meta or {}, owner, share_prefix)
 
     def unplace(self, placement: Placement) -> None:
         """Take back the messages `placement` added (a request refused before any answer)."""

@@ -64,7 +64,8 @@ CONVERSATION_TITLE = "SELECT title FROM conversations WHERE id = ?"
 
 def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
            conversation_id: "int | None" = None, role: "str | None" = None,
-           since: "str | None" = None, until: "str | None" = None) -> list[Hit]:
+           since: "str | None" = None, until: "str | None" = None,
+           owner: "str | None" = None) -> list[Hit]:
     """The best `limit` messages for `query`, best first; [] for a blank query.
 
     since/until: ISO 8601 times or dates, UTC unless they say otherwise; a
@@ -73,7 +74,7 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
     exist; never for the query's syntax.
     """
     with interruptible(conn), read_snapshot(conn):
-        filters = make_filters(conn, limit, conversation_id, role, since, until)
+        filters = make_filters(conn, limit, conversation_id, role, since, until, owner)
         match = match_expression(conn, query)
         if match is None:
             return []

@@ -36,6 +36,7 @@ def read_chatdb_conversation(number: int, raw) -> ConversationRecord:
         # "system_prompt" is not read: it repeats the root system message, which is imported.
         model=get(raw, "model", str, where, required=False),
         meta=get(raw, "meta", dict, where, required=False) or {},
+        owner=get(raw, "owner", str, where, required=False),
         where=where,
     )
 

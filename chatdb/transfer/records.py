@@ -43,6 +43,7 @@ class ConversationRecord:
     messages: list[MessageRecord]
     model: "str | None" = None
     meta: dict = field(default_factory=dict)
+    owner: "str | None" = None   # the shared server's user who created it
     where: str = ""  # e.g. 'conversation 3 ("Trip")'
     skipped: int = 0  # entries of the file the reader left out (not text, tool calls)
 

@@ -61,8 +61,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 # commit: PRAGMA defer_foreign_keys), once, with its head: an UPDATE of each row
 # afterwards cost as much as writing all its messages.
 INSERT_CONVERSATION = """
-INSERT INTO conversations (id, uid, title, head_id, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (id, uid, title, head_id, model, created_at, updated_at, meta, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 SETTLE_CONVERSATION = "UPDATE conversations SET head_id = ?, meta = ? WHERE id = ?"
 SET_OWNER = "UPDATE messages SET conversation_id = ? WHERE id IN (SELECT value FROM json_each(?))"
 
@@ -152,7 +152,7 @@ class ImportWriter:
         head_id, meta = settled or (None, meta_json(None))
         self.conn.execute(INSERT_CONVERSATION, (
             conv_id, record.uid, record.title, head_id, record.model, record.created_at,
-            record.updated_at or record.created_at, meta))
+            record.updated_at or record.created_at, meta, record.owner))
         self._next_conversation += 1
         self.report.conversations += 1
         written = self._orphans.pop(record.uid, None)
