@@ -30,6 +30,8 @@ from .tags import Tags, tag_keys
 from .tokens import TokenStore
 from .transaction import transaction
 
+EVERYONE = object()   # list_conversations of every owner
+
 
 class Archive:
     def __init__(self, conn: sqlite3.Connection, path: "Path | None" = None):
@@ -87,8 +89,8 @@ class Archive:
     def create_conversation(self, title: str = "", *, system_prompt: "str | None" = None,
                             model: "str | None" = None, head_id: "int | None" = None,
                             uid: "str | None" = None, created_at: "str | None" = None,
-                            updated_at: "str | None" = None, meta: "dict | None" = None
-                            ) -> Conversation:
+                            updated_at: "str | None" = None, meta: "dict | None" = None,
+                            owner: "str | None" = None) -> Conversation:
         """A new conversation: empty, with `system_prompt` as its root system message,
         or continuing from the message `head_id` (whose path has its own system prompt)."""
         if system_prompt and head_id is not None:
@@ -100,7 +102,7 @@ class Archive:
                 self.message(head_id)
             cur = self.conn.execute(q.INSERT_CONVERSATION, (
                 uid or new_uid(), title, head_id, model, created_at,
-                updated_at or created_at, meta_json(meta)))
+                updated_at or created_at, meta_json(meta), owner))
             conv_id = cur.lastrowid
             if system_prompt:
                 self.add_message(conv_id, "system", system_prompt, parent_id=None,
@@ -118,12 +120,15 @@ class Archive:
         return Conversation.from_row(row) if row else None
 
     def list_conversations(self, limit: int = -1, offset: int = 0, *, tags=(),
-                           pinned: bool = False, archived: "bool | None" = False
-                           ) -> list[ConversationSummary]:
+                           pinned: bool = False, archived: "bool | None" = False,
+                           owner=EVERYONE) -> list[ConversationSummary]:
         """Pinned first, then the most recently updated. Only those carrying every tag
         of `tags`, only pinned ones if `pinned`; `archived`: False leaves the archived
-        out, True lists only them, None lists all."""
-        params = {"limit": limit, "offset": offset, "pinned": 1 if pinned else None}
+        out, True lists only them, None lists all; `owner`: only that user's (None: the
+        archive's own)."""
+        every = owner is EVERYONE
+        params = {"limit": limit, "offset": offset, "pinned": 1 if pinned else None,
+                  "all": every, "owner": None if every else owner}
         if tags:
             params["keys"] = json.dumps(tag_keys(tags))
             sql = q.LIST_TAGGED[archived]
@@ -166,7 +171,7 @@ class Archive:
                 title = f"{origin.title} (fork)" if origin and origin.title else "fork"
             fork = self.create_conversation(
                 title, head_id=message_id, model=origin.model if origin else None,
-                meta={"forked_from": message_id})
+                meta={"forked_from": message_id}, owner=origin.owner if origin else None)
             if origin:
                 self.tags.copy(origin.id, fork.id)
             return fork

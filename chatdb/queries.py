@@ -8,13 +8,13 @@ CONVERSATION_SELECT = """
 SELECT c.id, c.uid, c.title, c.head_id,
     (SELECT r.content FROM messages h JOIN messages r ON r.id = h.root_id
      WHERE h.id = c.head_id AND r.role = 'system') AS system_prompt,
-    c.model, c.created_at, c.updated_at, c.meta
+    c.model, c.created_at, c.updated_at, c.meta, c.owner
 FROM conversations c"""
 MESSAGE_COLUMNS = "id, uid, parent_id, conversation_id, depth, role, content, status, created_at, meta"
 
 INSERT_CONVERSATION = """
-INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
 
 CONVERSATION = CONVERSATION_SELECT + " WHERE c.id = ?"
 CONVERSATION_BY_UID = CONVERSATION_SELECT + " WHERE c.uid = ?"
@@ -32,7 +32,7 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 LISTED = """
 SELECT c.id, c.title, c.updated_at,
     coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
-    c.pinned, c.archived,
+    c.owner, c.pinned, c.archived,
     (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
      WHERE ct.conversation_id = c.id) AS tags"""
 ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
@@ -40,6 +40,7 @@ LISTED_JOINS = """
 LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
 WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
+  AND (:all OR c.owner IS :owner)
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
 LIMIT :limit OFFSET :offset"""
 LIST_CONVERSATIONS = {kept: LISTED + "\nFROM conversations c" + LISTED_JOINS.format(archived=where)

@@ -268,11 +268,11 @@ class Engine:
         return Job(prompt=prompt, sampling=sampling, **callbacks)
 
     def place(self, messages, title: str = "", meta: "dict | None" = None,
-              tags=()) -> Placement:
-        """A client's whole message list in the tree: the longest stored path with the same
-        messages is reused, only what follows is added (chatdb.message_match); the
-        conversation it lands in is given `tags`."""
-        return place(self.archive, messages, title, meta or {}, tags)
+              tags=(), owner: "str | None" = None, share_prefix: bool = False) -> Placement:
+        """A client's whole message list in the tree: the longest stored path of `owner`'s
+        with the same messages is reused, only what follows is added (chatdb.message_match);
+        the conversation it lands in is given `tags`."""
+        return place(self.archive, messages, title, meta or {}, tags, owner, share_prefix)
 
     def unplace(self, placement: Placement) -> None:
         """Take back the messages `placement` added (a request refused before any answer)."""

@@ -15,6 +15,11 @@ import pytest
 
 from chatdb.archive import Archive
 
+from .properties import profiles
+
+# Before Hypothesis's plugin reads --hypothesis-profile, which may name one of them.
+profiles.register()
+
 
 os.umask(0o000)
 

@@ -99,7 +99,7 @@ class Scheduler:
         free = [s for s in self.slots if not s.busy]
         if not free:
             raise EngineError("no free slot for the job")
-        return min(free, key=lambda s: (self._runs_with(s), -s.holds(job.prompt)))
+        return min(free, key=lambda s: (self._runs_with(s), -s.holds(job.prompt, job.owner)))
 
     def _runs_with(self, chosen: Slot) -> int:
         """Runs of consecutive busy slots if `chosen` were busy too."""

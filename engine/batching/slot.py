@@ -85,9 +85,9 @@ class Slot:
         """Tokens its sequence holds."""
         return len(self.cache.seq)
 
-    def holds(self, prompt: np.ndarray) -> int:
-        """How many leading tokens of `prompt` the sequence holds already."""
-        return self.cache.prefix_of(prompt)
+    def holds(self, prompt: np.ndarray, owner: "str | None" = None) -> int:
+        """How many leading tokens of `prompt` the sequence holds already for `owner`."""
+        return self.cache.prefix_of(prompt, owner)
 
     # -- starting ---------------------------------------------------------------------
 
@@ -105,7 +105,7 @@ class Slot:
                 return
             self.state = SlotState.RESTORING
             restored = self.cache.restore(job.prompt, job.path, limit=job.restore_limit,
-                                          window_key=job.window_key)
+                                          window_key=job.window_key, owner=job.owner)
         except BaseException:
             self._release()
             raise
@@ -203,7 +203,7 @@ class Slot:
         self.draft = self.drafting.run(self.context, job.draft, job.draft_cost)
         if self.draft.uses_model:   # the draft model's KV is restored too, like the target's
             self.draft_restored = self.drafting.model.cache.restore(
-                job.prompt, job.path if job.window_key is None else None)
+                job.prompt, job.path if job.window_key is None else None, owner=job.owner)
         self.state = SlotState.GENERATING
         if job.sampling.max_tokens <= 0:
             self.stream.end(Finish.LENGTH)
