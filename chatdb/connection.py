@@ -186,7 +186,17 @@ def disk_full(path: Path) -> bool:
         return False
 
 
-class ArchiveConnection(sqlite3.Connection):
+class HeldFile:
+    """A connection that tells cipher.salt_of, while it is open, not to open its file."""
+    file_id = None
+
+    def close(self) -> None:
+        super().close()
+        cipher.release(self.file_id)
+        self.file_id = None
+
+
+class ArchiveConnection(HeldFile, sqlite3.Connection):
     """A connection that knows whether it was opened read-only (a directory chatdb cannot
     write, a full disk): then every write fails, and a server says so before it serves."""
     read_only = False
@@ -194,7 +204,7 @@ class ArchiveConnection(sqlite3.Connection):
     key: "cipher.Key | None" = None
 
 
-class EncryptedConnection(sqlcipher.Connection):
+class EncryptedConnection(HeldFile, sqlcipher.Connection):
     """The same, to an encrypted archive (SQLCipher), with the key it was opened with."""
     read_only = False
     encrypted = True
@@ -235,6 +245,8 @@ def _open(path: Path, query: str = "") -> sqlite3.Connection:
     conn = driver.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                           uri=bool(query), factory=factory)
     conn.row_factory = driver.Row
+    if str(path) != ":memory:" and not (key and salt is None):   # a new file's salt is unknown
+        conn.file_id = cipher.hold(path, salt)
     content_hash.register(conn)  # the schema's triggers call it
     try:
         if key:
