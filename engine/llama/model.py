@@ -169,15 +169,7 @@ class Model:
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         """Tokens of prompt text; special tokens (<|im_start|>) are parsed as such."""
-        data = text.encode("utf-8")
-        size = len(data) + 16
-        buf = (llama_cpp.llama_token * size)()
-        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
-        if n < 0:
-            size = -n
-            buf = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
-        return list(buf[:n])
+        return tokens_of(self.vocab, text.encode("utf-8"), add_special=False, parse_special=special)
 
     def piece(self, token: int, special: bool = False) -> bytes:
         """The bytes of one token (possibly part of a UTF-8 character)."""
@@ -311,3 +303,16 @@ def _quiet_log(level, text, user_data):
             lines.append(message)
         else:
             sys.stderr.write(message)
+
+
+def tokens_of(vocab, data: bytes, add_special: bool, parse_special: bool) -> list[int]:
+    """llama.cpp's tokens of `data` in `vocab` (a model's or an embedding model's); a buffer too
+    small is made the size llama.cpp asks for, and the text tokenized again."""
+    size = len(data) + 16
+    buf = (llama_cpp.llama_token * size)()
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, size, add_special, parse_special)
+    if n < 0:
+        size = -n
+        buf = (llama_cpp.llama_token * size)()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, size, add_special, parse_special)
+    return list(buf[:n])
