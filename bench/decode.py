@@ -101,7 +101,7 @@ def run_case(engine: Engine, archive: Archive, prompt, args, default_threads: in
         runs["bare llama.cpp loop"].append(bare_loop(engine, prompt, args.tokens, default_threads))
         for name, draft in (("chatdb, --draft off", "off"), ("chatdb, --draft auto", "auto")):
             rate = chatdb_rate(engine, archive, args.tokens, draft)
-            used = engine.model.config.n_threads
+            used = engine.model.threads_decode
             runs[name].append(rate)
             same[name].append(rate / bare_loop(engine, prompt, args.tokens, used))
         threads.append(used)

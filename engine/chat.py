@@ -295,7 +295,7 @@ class Engine:
     @property
     def threads(self) -> dict:
         """The decode and batch threads in use."""
-        return {"decode": self.model.config.n_threads, "batch": self.model.threads_batch}
+        return {"decode": self.model.threads_decode, "batch": self.model.threads_batch}
 
     # -- reporting and shutdown ------------------------------------------------
 

@@ -51,8 +51,8 @@ class DraftModel:
 
     def follow_threads(self, target: Model) -> None:
         """Use the target's thread counts (chosen for the free cores before each turn)."""
-        decode, batch = target.config.n_threads, target.threads_batch
-        if (decode, batch) != (self.model.config.n_threads, self.model.threads_batch):
+        decode, batch = target.threads_decode, target.threads_batch
+        if (decode, batch) != (self.model.threads_decode, self.model.threads_batch):
             self.model.set_threads(decode, batch)
 
     def close(self) -> None:

@@ -103,7 +103,13 @@ class Model:
         return self.config.n_ctx
 
     @property
+    def threads_decode(self) -> int:
+        """The threads of one-token passes (llama.cpp's n_threads)."""
+        return self.config.n_threads
+
+    @property
     def threads_batch(self) -> int:
+        """The threads of longer passes, prompts and drafted guesses (n_threads_batch)."""
         return self.config.n_threads_batch or self.config.n_threads
 
     def set_threads(self, decode: int, batch: int) -> None:

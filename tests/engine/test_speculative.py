@@ -194,8 +194,8 @@ def test_draft_length_follows_acceptance():
 
 def test_the_draft_model_follows_the_threads_chosen_before_each_turn(open_engine, model_path):
     archive, engine = open_engine(draft="model", draft_model=model_path)
-    engine.draft.model.set_threads(engine.model.config.n_threads + 1, engine.model.threads_batch + 1)
+    engine.draft.model.set_threads(engine.model.threads_decode + 1, engine.model.threads_batch + 1)
     conv = archive.create_conversation("threads")
     engine.reply(conv.id, "Say hi.", sampling=SamplingSettings(temperature=0, max_tokens=4))
-    assert (engine.draft.model.config.n_threads, engine.draft.model.threads_batch) == \
-        (engine.model.config.n_threads, engine.model.threads_batch)
+    assert (engine.draft.model.threads_decode, engine.draft.model.threads_batch) == \
+        (engine.model.threads_decode, engine.model.threads_batch)
