@@ -68,6 +68,11 @@ class ModelDrafter:
     def __init__(self, draft: DraftModel, cache: KVCache):
         self.draft, self.cache = draft, cache
 
+    def restore(self, prompt: np.ndarray, path):
+        """The draft model's KV for `prompt` (kv.cache.Restored), as the target's is restored:
+        from its sequence, memory or its own segments along `path` in the archive."""
+        return self.cache.restore(prompt, path)
+
     def propose(self, context: list[int], k: int) -> list[int]:
         """k greedy guesses after `context`."""
         self.cache.follow(np.asarray(context, np.int32))
