@@ -44,6 +44,7 @@ class ServerConfig:
     n_vocab: int = 0
     embeddings: "embeddings.EmbeddingService | None" = None   # /v1/embeddings; None: off
     prompts: "object | None" = None   # engine.prompt.completion_prompt.CompletionPrompts
+    vocab: "object | None" = None     # the model's llama_vocab, to check a grammar (None: unchecked)
     tool_syntax: CallSyntax = FALLBACK   # how the model's template takes tools (tool_support)
 
 
@@ -55,7 +56,7 @@ def build_app(turns, config: ServerConfig):
     async def chat(request: Request):
         req = chat_request.parse(await _json(request), config.tool_syntax)
         turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req),
-                         config.parallel, config.prompts.model.vocab if config.prompts else None)
+                         config.parallel, config.vocab)
         ticket = submit(turns, turn)
         first = await first_or_disconnect(ticket, request.receive)
         if first is None:

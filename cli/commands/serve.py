@@ -121,7 +121,8 @@ def run(args) -> int:
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
                           engine.model.n_vocab, prompts=CompletionPrompts(engine.model),
-                          embeddings=service, tool_syntax=engine.tool_syntax)
+                          vocab=engine.model.vocab, embeddings=service,
+                          tool_syntax=engine.tool_syntax)
     indexer = background_indexer(db_path(args), embed_path)
     try:
         serve(sock, turns, config, max_connections=args.max_connections,
