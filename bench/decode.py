@@ -118,7 +118,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp, Archive.open(Path(tmp) / "b.db") as archive:
         engine = Engine.open(archive, use_kv=False)
-        default_threads = engine.report.physical_cores   # llama.cpp's own default
+        default_threads = engine.hardware.physical_cores   # llama.cpp's own default
         prompt = engine.prompts.piece_tokens([], {"role": "user", "content": PROMPT})
         for case in args.cases.split(","):
             spin = competitor(args.busy_limit) if case == "busy" else None
