@@ -50,12 +50,13 @@ from .prompt.tool_format import CallSyntax
 
 
 class Engine:
-    def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
+    def __init__(self, archive: Archive, model: Model, hardware_report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
                  warn=None, draft: "str | DraftMode" = DraftMode.AUTO, draft_model=None,
                  kv_mode: "str | KVMode" = KVMode.AUTO, tuning: "Tuning | None" = None,
                  early: "EarlyRead | None" = None):
-        self.archive, self.model, self.report, self.offload = archive, model, report, offload
+        self.archive, self.model, self.offload = archive, model, offload
+        self.hardware = hardware_report   # the devices and cores found, as doctor reports them
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()   # for turns that pass none; set_sampling
         self.warnings: list[str] = []   # raised during the turn under way (or the last one)
@@ -81,7 +82,7 @@ class Engine:
         self.draft_mode = resolve_mode(draft, draft_model is not None, model.cuts_back)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if self.draft_mode.uses_model else None)
-        self.tuning = tuning or Tuning(ThreadTuner(), report)
+        self.tuning = tuning or Tuning(ThreadTuner(), hardware_report)
         self.tuning.attach(model, self.cache.seq, archive, self.fingerprint,
                            measure=self.draft_mode != DraftMode.OFF)
         self.prefetch = Prefetch()
@@ -297,7 +298,7 @@ class Engine:
     @property
     def threads(self) -> dict:
         """The decode and batch threads in use."""
-        return {"decode": self.model.config.n_threads, "batch": self.model.threads_batch}
+        return {"decode": self.model.threads_decode, "batch": self.model.threads_batch}
 
     # -- reporting and shutdown ------------------------------------------------
 

@@ -20,6 +20,6 @@ def describe(engine) -> dict:
                "bytes_per_token": layout.row_bytes_per_token if layout else None,
                "window": layout.window if layout else None,
                "window_bytes_per_token": layout.part_bytes(1) if layout and layout.window else None},
-        "hardware": engine.report.to_dict(),
+        "hardware": engine.hardware.to_dict(),
         **engine.tuning.describe(),
     }

@@ -46,6 +46,7 @@ class ServerConfig:
     n_vocab: int = 0
     embeddings: "embeddings.EmbeddingService | None" = None   # /v1/embeddings; None: off
     prompts: "object | None" = None   # engine.prompt.completion_prompt.CompletionPrompts
+    vocab: "object | None" = None     # the model's llama_vocab, to check a grammar (None: unchecked)
     tool_syntax: CallSyntax = FALLBACK   # how the model's template takes tools (tool_support)
     keys: "Keys | None" = None        # several users (serve --keys); None: api_key's one
     limits: "Limits | None" = None    # per key: requests at once, tokens a minute
@@ -61,7 +62,7 @@ def build_app(turns, config: ServerConfig):
     async def chat(request: Request):
         req = chat_request.parse(await _json(request), config.tool_syntax)
         turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req),
-                         config.parallel, config.prompts.model.vocab if config.prompts else None)
+                         config.parallel, config.vocab)
         turn.owner, turn.share_prefix = _owner(request), config.share_prefix
         ticket = submit(turns, turn)
         first = await first_or_disconnect(ticket, request.receive)

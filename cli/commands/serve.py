@@ -147,7 +147,8 @@ def run(args) -> int:
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
                           engine.model.n_vocab, prompts=CompletionPrompts(engine.model),
-                          embeddings=service, tool_syntax=engine.tool_syntax, keys=keys,
+                          vocab=engine.model.vocab, embeddings=service,
+                          tool_syntax=engine.tool_syntax, keys=keys,
                           limits=Limits(args.max_concurrent, args.tokens_per_minute),
                           share_prefix=args.share_prefix)
     indexer = background_indexer(db_path(args), embed_path)

@@ -202,7 +202,7 @@ class Slot:
                              list(job.stop) + self.markers, job.on_logprob)
         self.draft = self.drafting.run(self.context, job.draft, job.draft_cost)
         if self.draft.uses_model:   # the draft model's KV is restored too, like the target's
-            self.draft_restored = self.drafting.model.cache.restore(
+            self.draft_restored = self.drafting.draft_model.restore(
                 job.prompt, job.path if job.window_key is None else None, owner=job.owner)
         self.state = SlotState.GENERATING
         if job.sampling.max_tokens <= 0:
@@ -262,9 +262,9 @@ class Slot:
             self._store()
 
     def _store(self) -> None:
-        model = self.drafting.model
+        drafter = self.drafting.draft_model
         try:
-            self.job.store(self.cache, model.cache if model is not None else None)
+            self.job.store(self.cache, drafter.cache if drafter is not None else None)
         except Exception as exc:
             return self._end(exc)
         self._end()

@@ -29,8 +29,9 @@ def expected_tokens(p: float, k: int) -> float:
 
 
 class DraftPolicy:
-    def __init__(self, cost=gpu_cost, p: float = 0.6, min_gain: float = 1.0):
-        self.cost, self.p, self.min_gain = cost, p, min_gain
+    def __init__(self, cost=gpu_cost, acceptance: float = 0.6, min_gain: float = 1.0):
+        # p of the docstring: the running share of guesses the answer accepts
+        self.cost, self.acceptance, self.min_gain = cost, acceptance, min_gain
         self.cells = 0
         self.paused_for = 0
         self.probing = False
@@ -53,7 +54,8 @@ class DraftPolicy:
         return 0
 
     def best(self) -> "tuple[int, float]":
-        gains = [(expected_tokens(self.p, k) / self.cost(k, self.cells), k) for k in LENGTHS]
+        gains = [(expected_tokens(self.acceptance, k) / self.cost(k, self.cells), k)
+                 for k in LENGTHS]
         gain, k = max(gains)
         return k, gain
 
@@ -61,7 +63,7 @@ class DraftPolicy:
         """Learn from one verification of `drafted` tokens, `accepted` of them right."""
         trials = accepted + (1 if accepted < drafted else 0)
         if trials:
-            self.p = min(0.999, _mix(self.p, accepted / trials))
+            self.acceptance = min(0.999, _mix(self.acceptance, accepted / trials))
         if accepted == drafted:
             self.backoff = PAUSE_MIN
 

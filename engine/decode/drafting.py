@@ -76,7 +76,9 @@ def make_drafter(mode: DraftMode, prompt: list[int], draft_model=None):
 class Drafting:
     """How one slot drafts."""
     mode: DraftMode = DraftMode.OFF
-    model: "object | None" = None      # its draft_model.ModelDrafter, where a draft model is loaded
+    # the draft model's guesser in this slot's sequence (draft_model.ModelDrafter), where
+    # a draft model is loaded
+    draft_model: "object | None" = None
     costs: "object" = lambda: gpu_cost   # () -> the verify cost function (the tuning's, now)
 
     def run(self, prompt: list[int], mode: "DraftMode | None" = None, cost=None) -> "DraftRun":
@@ -84,8 +86,8 @@ class Drafting:
         `cost`, or the slot's)."""
         mode = self.mode if mode is None else mode
         policy = DraftPolicy(cost or self.costs())
-        return DraftRun(mode, make_drafter(mode, prompt, self.model), policy,
-                        uses_model=mode.uses_model and self.model is not None)
+        return DraftRun(mode, make_drafter(mode, prompt, self.draft_model), policy,
+                        uses_model=mode.uses_model and self.draft_model is not None)
 
 
 class DraftRun:
