@@ -26,6 +26,7 @@ from .paths import default_db_path
 from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.textindex import index_text
 from .settings import Settings
+from .token_sources import TokenSources
 from .tokens import TokenStore
 from .transaction import transaction
 
@@ -38,6 +39,7 @@ class Archive:
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
+        self.token_sources = TokenSources(conn)
         self.settings = Settings(conn)
         self.kv_budget = KVBudget(self.settings, path)
         self.kv_keeping = KVKeeping(self)

@@ -1,0 +1,132 @@
+"""The archive drafter's index and drafter on a real archive file, with stored token arrays
+(no model: the tokens are made up; what the index reads is only ever tokens)."""
+
+import numpy as np
+import pytest
+
+from chatdb.archive import Archive
+from engine.decode.archive_drafter import ArchiveDrafter, vote
+from engine.decode.archive_index import N, ArchiveIndex, anchor_hash
+
+TOK, OTHER = "tok-a", "tok-b"
+
+
+def _answer(archive, conv, tokens, tokenizer=TOK, question="q"):
+    q = archive.add_message(conv.id, "user", question)
+    archive.tokens.put(q.id, tokenizer, [1, 2, 3, 4, 5, 6, 7, 8])   # questions are not indexed
+    a = archive.add_message(conv.id, "assistant", "a")
+    archive.tokens.put(a.id, tokenizer, tokens)
+    return q, a
+
+
+def _tokens(seed, n):
+    return np.random.default_rng(seed).integers(100, 50_000, n).astype(np.int32)
+
+
+def test_a_run_of_tokens_is_found_where_it_was_written(archive):
+    conv = archive.create_conversation("c")
+    first = _tokens(1, 300)
+    _, a = _answer(archive, conv, first)
+    _answer(archive, conv, _tokens(2, 300), tokenizer=OTHER)   # another tokenizer's: not indexed
+    index = ArchiveIndex(TOK)
+    assert index.refresh(archive.token_sources) == 1
+    assert index.total == 300 and index.anchors == 300 - N
+    found = index.lookup(anchor_hash(first[100:100 + N]))
+    assert found == [(a.id, 100 + N)]
+    assert index.lookup(anchor_hash([9, 9, 9, 9, 9])) == []
+
+
+def test_the_index_grows_by_what_is_new_and_drops_what_is_deleted(archive):
+    index = ArchiveIndex(TOK)
+    conv = archive.create_conversation("c")
+    kept = _tokens(3, 200)
+    _, a = _answer(archive, conv, kept)
+    index.refresh(archive.token_sources)
+    doomed = archive.create_conversation("d")
+    gone = _tokens(4, 200)
+    _answer(archive, doomed, gone)
+    assert index.refresh(archive.token_sources) == 1   # only the new one is read
+    assert index.lookup(anchor_hash(gone[50:50 + N]))
+    archive.delete_conversation(doomed.id)
+    assert index.refresh(archive.token_sources) == 0
+    assert index.lookup(anchor_hash(gone[50:50 + N])) == []
+    assert index.lookup(anchor_hash(kept[50:50 + N])) == [(a.id, 50 + N)]
+    assert index.anchors == 200 - N
+
+
+def test_a_budget_keeps_a_share_of_the_anchors_and_a_repeat_is_still_found(archive):
+    conv = archive.create_conversation("c")
+    arrays = [_tokens(10 + i, 2_000) for i in range(20)]
+    for tokens in arrays:
+        _answer(archive, conv, tokens)
+    index = ArchiveIndex(TOK, budget_bytes=100_000)
+    index.refresh(archive.token_sources)
+    assert index.nbytes <= 100_000 and index.shift >= 2
+    # Within a few tokens of any point of a stored answer, some position is an anchor.
+    tokens = arrays[7]
+    hits = [i for i in range(1000, 1100) if index.kept(anchor_hash(tokens[i - N:i]))]
+    assert hits and hits[0] < 1000 + 8 * 2 ** index.shift
+    assert any(offset == hits[0] for _, offset in index.lookup(anchor_hash(tokens[hits[0] - N:hits[0]])))
+
+
+def test_the_index_is_saved_and_read_back(archive, tmp_path):
+    conv = archive.create_conversation("c")
+    tokens = _tokens(5, 500)
+    _, a = _answer(archive, conv, tokens)
+    index = ArchiveIndex(TOK)
+    index.refresh(archive.token_sources)
+    path = ArchiveIndex.file_for(archive.db_path, TOK)
+    index.save(path)
+    assert path.stat().st_mode & 0o077 == 0
+    again = ArchiveIndex(TOK)
+    assert again.load(path) and again.refresh(archive.token_sources) == 0
+    assert again.lookup(anchor_hash(tokens[10:10 + N])) == [(a.id, 10 + N)]
+    assert not ArchiveIndex(OTHER).load(path)   # another tokenizer's file is not this index
+
+
+def test_a_deleted_newest_answer_whose_id_comes_back_is_indexed(archive):
+    conv = archive.create_conversation("c")
+    _answer(archive, conv, _tokens(6, 100))
+    index = ArchiveIndex(TOK)
+    index.refresh(archive.token_sources)
+    doomed = archive.create_conversation("d")
+    _, a = _answer(archive, doomed, _tokens(7, 100))
+    index.refresh(archive.token_sources)
+    archive.delete_conversation(doomed.id)
+    fresh = _tokens(8, 100)
+    _, b = _answer(archive, conv, fresh)
+    index.refresh(archive.token_sources)
+    assert index.lookup(anchor_hash(fresh[20:20 + N])) == [(b.id, 20 + N)]
+
+
+def test_the_drafter_follows_a_sibling_then_the_archive():
+    assert vote([[1, 2, 3], [1, 2, 4], [1, 5]], 3) == ([1, 2, 3], [0])
+    assert vote([[7, 8], [9, 8], [9, 8]], 2) == ([9, 8], [1, 2])
+
+
+def test_the_drafter_guesses_a_retry_from_its_sibling_and_a_repeat_from_the_archive(archive):
+    conv = archive.create_conversation("c")
+    earlier = _tokens(20, 400)
+    _answer(archive, archive.create_conversation("old"), earlier)
+    q, sibling = _answer(archive, conv, _tokens(21, 400))
+    index = ArchiveIndex(TOK)
+    index.refresh(archive.token_sources)
+    related = archive.token_sources.related(q.id, conv.id, TOK, 16, 1 << 15)
+    assert [mid for mid, _ in related] == [sibling.id]
+    retry = ArchiveDrafter(related, index, archive.token_sources, TOK)
+    prompt = [1, 2, 3] + archive.tokens.get(sibling.id, TOK)[:4].tolist()
+    assert retry.propose(prompt, 8) == archive.tokens.get(sibling.id, TOK)[4:12].tolist()
+    repeat = ArchiveDrafter([], index, archive.token_sources, TOK)
+    context = [1, 2] + earlier[:50].tolist()
+    assert repeat.propose(context, 10) == earlier[50:60].tolist()
+    # It follows without looking up again, across the stored answer's windows.
+    context += earlier[50:300].tolist()
+    assert repeat.propose(context, 10) == earlier[300:310].tolist()
+    assert repeat.found == {"related": 0, "archive": 1}
+    assert ArchiveDrafter([], index, archive.token_sources, TOK).propose([5, 5, 5, 5, 5, 5], 4) == []
+
+
+@pytest.fixture
+def archive(db_path):
+    with Archive.open(db_path) as archive:
+        yield archive
