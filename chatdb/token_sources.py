@@ -88,21 +88,20 @@ class TokenSources:
 
     def related(self, message_id: int, conversation_id: "int | None", tokenizer: str,
                 limit: int, most_tokens: int) -> "list[tuple[int, np.ndarray]]":
-        """(message id, tokens) of the answers nearest `message_id` (RELATED_ANSWERS), then
-        the conversation's other answers; each once, at most `limit`, each cut at
-        `most_tokens`."""
-        ids = [mid for mid, _ in self.conn.execute(
-            RELATED_ANSWERS, {"message_id": message_id, "limit": limit})]
+        """(message id, tokens, tier) of the answers nearest `message_id` (RELATED_ANSWERS:
+        tier 0 its answers, 1 its earlier versions'), then the conversation's other answers
+        (tier 2); each once, at most `limit`, each cut at `most_tokens`."""
+        ids = list(self.conn.execute(RELATED_ANSWERS, {"message_id": message_id, "limit": limit}))
         if conversation_id is not None:
-            ids += [mid for (mid,) in self.conn.execute(
+            ids += [(mid, 2) for (mid,) in self.conn.execute(
                 CONVERSATION_ANSWERS, {"conv": conversation_id, "limit": limit})]
         found, seen = [], set()
-        for mid in ids:
+        for mid, tier in ids:
             if mid in seen or len(found) >= limit:
                 continue
             seen.add(mid)
             row = self.conn.execute(TOKENS_OF, {"message_id": mid, "tokenizer": tokenizer,
                                                 "count": most_tokens}).fetchone()
             if row is not None and row[0]:
-                found.append((mid, unpack(row[0])))
+                found.append((mid, unpack(row[0]), tier))
         return found

@@ -3,6 +3,7 @@
 Where it looks, nearest first:
   1. related answers, each whole in memory (`Related`): the other answers to
      the question (a retry), the answers to its earlier versions (an edit),
+     both guessed from their first token on,
      the conversation's other answers, and the answers being written beside
      this one to the same prompt (n > 1): n-grams of 2 to 4 tokens, like
      prompt lookup;
@@ -105,15 +106,19 @@ class ArchiveDrafter:
     archive's (None: related answers only); `reader`: chatdb.token_sources.TokenSources."""
 
     def __init__(self, related=(), index=None, reader=None, tokenizer: str = ""):
+        """`related`: (message id, tokens, tier), tier 0 or 1 for answers to this question
+        or an earlier version of it (an answer is guessed from their start)."""
         self.related, self.index, self.reader, self.tokenizer = Related(), index, reader, tokenizer
         held = 0
-        for _, tokens in related:
+        self.following: list = []   # [source, position of the next token] the answer keeps to
+        for _, tokens, tier in related:
             part = tokens[:max(0, RELATED_TOKENS - held)].tolist()
             held += len(part)
             if part:
                 self.related.add(part)
-        self.following: list = []   # [source, position of the next token] the answer keeps to
-        self.seen = 0
+                if tier < 2:
+                    self.following.append([part, 0])
+        self.seen = -1   # the first call's context is the prompt: the answers' starts follow it
         self.found = {"related": 0, "archive": 0}   # anchorings by where they were found
 
     def live(self, tokens: list, start: int) -> None:
@@ -122,7 +127,7 @@ class ArchiveDrafter:
         self.related.add(_Tail(tokens, start))
 
     def propose(self, context: list, k: int) -> list:
-        new = context[self.seen:]
+        new = context[self.seen:] if self.seen >= 0 else []
         self.seen = len(context)
         self.following = [[src, pos + len(new)] for src, pos in self.following
                           if _slice(src, pos, len(new)) == new]

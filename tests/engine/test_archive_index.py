@@ -112,10 +112,12 @@ def test_the_drafter_guesses_a_retry_from_its_sibling_and_a_repeat_from_the_arch
     index = ArchiveIndex(TOK)
     index.refresh(archive.token_sources)
     related = archive.token_sources.related(q.id, conv.id, TOK, 16, 1 << 15)
-    assert [mid for mid, _ in related] == [sibling.id]
+    assert [(mid, tier) for mid, _, tier in related] == [(sibling.id, 0)]
     retry = ArchiveDrafter(related, index, archive.token_sources, TOK)
-    prompt = [1, 2, 3] + archive.tokens.get(sibling.id, TOK)[:4].tolist()
-    assert retry.propose(prompt, 8) == archive.tokens.get(sibling.id, TOK)[4:12].tolist()
+    stored = archive.tokens.get(sibling.id, TOK).tolist()
+    assert retry.propose([1, 2, 3], 8) == stored[:8]   # an answer to the same question: its start
+    assert retry.propose([1, 2, 3] + stored[:4] + [7], 8) == []   # left behind
+    assert retry.propose([1, 2, 3] + stored[:4] + [7] + stored[20:24], 8) == stored[24:32]
     repeat = ArchiveDrafter([], index, archive.token_sources, TOK)
     context = [1, 2] + earlier[:50].tolist()
     assert repeat.propose(context, 10) == earlier[50:60].tolist()
