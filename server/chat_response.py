@@ -91,6 +91,7 @@ def chatdb_fields(outcomes: list) -> dict:
               "batch": outcomes[0].batch, "speculative": r.speculative}
     if len(outcomes) > 1:
         fields["message_ids"] = [o.result.message_id for o in outcomes]
+        fields["speculative_each"] = [o.result.speculative for o in outcomes]
     return fields
 
 
