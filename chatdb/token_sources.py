@@ -32,15 +32,21 @@ SELECT substr(tokens, :start * 4 + 1, :count * 4) FROM message_tokens
 WHERE message_id = :message_id AND tokenizer_id = :tokenizer"""
 
 # The answers nearest a message: its own children (other answers to the same
-# question), then its siblings' children (answers to an earlier version of it),
-# newest first within each.
+# question), then its siblings' children (answers to an earlier version of it;
+# for a first message, the conversation's other first messages), newest first
+# within each.
 RELATED_ANSWERS = """
+WITH me AS (SELECT id, parent_id, role, conversation_id FROM messages WHERE id = :message_id),
+versions(id) AS (
+    SELECT q.id FROM me CROSS JOIN messages q WHERE q.parent_id = me.parent_id
+    UNION ALL   -- roots are siblings within one conversation only (CROSS JOIN: me first)
+    SELECT q.id FROM me CROSS JOIN messages q
+    WHERE me.parent_id IS NULL AND q.conversation_id = me.conversation_id AND q.parent_id IS NULL
+)
 SELECT a.id, 0 AS tier FROM messages a WHERE a.parent_id = :message_id AND a.role = 'assistant'
 UNION ALL
-SELECT a.id, 1 FROM messages q JOIN messages a ON a.parent_id = q.id
-WHERE q.parent_id = (SELECT parent_id FROM messages WHERE id = :message_id)
-  AND q.id != :message_id AND q.role = (SELECT role FROM messages WHERE id = :message_id)
-  AND a.role = 'assistant'
+SELECT a.id, 1 FROM versions v JOIN messages q ON q.id = v.id JOIN messages a ON a.parent_id = q.id
+WHERE q.id != :message_id AND q.role = (SELECT role FROM me) AND a.role = 'assistant'
 ORDER BY tier, id DESC LIMIT :limit"""
 # Every answer the conversation reaches, newest first.
 CONVERSATION_ANSWERS = REACHED_BY + """

@@ -126,11 +126,21 @@ class ArchiveDrafter:
         (`tokens` grows as it is written)."""
         self.related.add(_Tail(tokens, start))
 
-    def propose(self, context: list, k: int) -> list:
-        new = context[self.seen:] if self.seen >= 0 else []
+    def kind(self, context: list) -> str:
+        """Which of its guesses the next one would be, each kind with a policy of its own
+        (drafting.DraftRun): "start" (an answer to the same question, from its start),
+        "follow" (a source the answer has kept to so far) or "anchor" (a new lookup)."""
+        if self.seen < 0:
+            self.seen = len(context)
+            return "start" if self.following else "anchor"
+        new = context[self.seen:]
         self.seen = len(context)
         self.following = [[src, pos + len(new)] for src, pos in self.following
                           if _slice(src, pos, len(new)) == new]
+        return "follow" if self.following else "anchor"
+
+    def propose(self, context: list, k: int) -> list:
+        """Up to k guesses after `context`, which `kind` has just seen."""
         if not self.following:
             self.following = self._anchor(context)
         if not self.following:

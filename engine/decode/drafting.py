@@ -73,8 +73,29 @@ class Drafting:
             drafters.append(("lookup", LookupDrafter(prompt)))
         if mode.uses_model and self.model is not None:
             drafters.append(("model", self.model))
-        return DraftRun(mode, [(name, d, DraftPolicy(cost)) for name, d in drafters],
+        return DraftRun(mode, [(name, d, Policies(cost)) for name, d in drafters],
                         uses_model=mode.uses_model and self.model is not None)
+
+
+PRIORS = {"start": 0.8, "follow": 0.8}   # acceptance expected of a drafter's kinds of guess
+
+
+class Policies:
+    """A drafter's policies, one per kind of guess it tells apart (`kind(context)`: the
+    archive drafter's guesses along a source the answer keeps to hold far more often than
+    those of a new lookup); one for a drafter that tells none apart."""
+
+    def __init__(self, cost):
+        self.cost, self.by_kind = cost, {}
+
+    def of(self, drafter, context) -> DraftPolicy:
+        kind = drafter.kind(context) if hasattr(drafter, "kind") else ""
+        if kind not in self.by_kind:
+            self.by_kind[kind] = DraftPolicy(self.cost, p=PRIORS.get(kind, 0.6))
+        return self.by_kind[kind]
+
+    def best(self) -> "tuple[int, float]":
+        return max((p.best() for p in self.by_kind.values()), key=lambda b: b[1], default=(0, 0))
 
 
 class DraftRun:
@@ -85,7 +106,7 @@ class DraftRun:
         self.mode, self.drafters = mode, drafters
         self.uses_model = uses_model   # the draft model guesses (its KV is restored too)
         self.drafted = self.accepted = self.target_forwards = 0
-        self.guessing = None           # the (name, drafter, policy) of the guesses in flight
+        self.guessing = None           # (name, policy) of the guesses in flight
         self.by = {name: [0, 0] for name, _, _ in drafters}   # drafted, accepted
 
     def live(self, tokens: list, start: int) -> None:
@@ -100,18 +121,19 @@ class DraftRun:
         most `room`; none where drafting is off or does not pay now; `shared`: other
         sequences in the same pass."""
         self.target_forwards += 1
-        for entry in self.drafters:
-            k = min(entry[2].length(position, shared), room)
-            guess = entry[1].propose(context, k) if k > 0 else []
+        for name, drafter, policies in self.drafters:
+            policy = policies.of(drafter, context)
+            k = min(policy.length(position, shared), room)
+            guess = drafter.propose(context, k) if k > 0 else []
             if guess:
-                self.guessing = entry
+                self.guessing = name, policy
                 return guess
         return []
 
     def verified(self, drafted: int, accepted: int) -> None:
         self.drafted += drafted
         self.accepted += accepted
-        name, _, policy = self.guessing
+        name, policy = self.guessing
         self.by[name][0] += drafted
         self.by[name][1] += accepted
         policy.verified(drafted, accepted)

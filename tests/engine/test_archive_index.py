@@ -99,7 +99,12 @@ def test_a_deleted_newest_answer_whose_id_comes_back_is_indexed(archive):
     assert index.lookup(anchor_hash(fresh[20:20 + N])) == [(b.id, 20 + N)]
 
 
-def test_the_drafter_follows_a_sibling_then_the_archive():
+def _guess(drafter, context, k):
+    drafter.kind(context)   # as a DraftRun asks, before each guess
+    return drafter.propose(context, k)
+
+
+def test_the_vote_follows_what_most_candidates_share():
     assert vote([[1, 2, 3], [1, 2, 4], [1, 5]], 3) == ([1, 2, 3], [0])
     assert vote([[7, 8], [9, 8], [9, 8]], 2) == ([9, 8], [1, 2])
 
@@ -115,20 +120,31 @@ def test_the_drafter_guesses_a_retry_from_its_sibling_and_a_repeat_from_the_arch
     assert [(mid, tier) for mid, _, tier in related] == [(sibling.id, 0)]
     retry = ArchiveDrafter(related, index, archive.token_sources, TOK)
     stored = archive.tokens.get(sibling.id, TOK).tolist()
+    assert retry.kind([1, 2, 3]) == "start"
     assert retry.propose([1, 2, 3], 8) == stored[:8]   # an answer to the same question: its start
-    assert retry.propose([1, 2, 3] + stored[:4] + [7], 8) == []   # left behind
-    assert retry.propose([1, 2, 3] + stored[:4] + [7] + stored[20:24], 8) == stored[24:32]
+    assert retry.kind([1, 2, 3] + stored[:4]) == "follow"
+    assert _guess(retry, [1, 2, 3] + stored[:4] + [7], 8) == []   # left behind
+    assert _guess(retry, [1, 2, 3] + stored[:4] + [7] + stored[20:24], 8) == stored[24:32]
     repeat = ArchiveDrafter([], index, archive.token_sources, TOK)
     context = [1, 2] + earlier[:50].tolist()
-    assert repeat.propose(context, 10) == earlier[50:60].tolist()
+    assert _guess(repeat, context, 10) == earlier[50:60].tolist()
     # It follows without looking up again, across the stored answer's windows.
     context += earlier[50:300].tolist()
-    assert repeat.propose(context, 10) == earlier[300:310].tolist()
+    assert _guess(repeat, context, 10) == earlier[300:310].tolist()
     assert repeat.found == {"related": 0, "archive": 1}
-    assert ArchiveDrafter([], index, archive.token_sources, TOK).propose([5, 5, 5, 5, 5, 5], 4) == []
+    assert _guess(ArchiveDrafter([], index, archive.token_sources, TOK), [5, 5, 5, 5, 5, 5], 4) == []
 
 
 @pytest.fixture
 def archive(db_path):
     with Archive.open(db_path) as archive:
         yield archive
+
+
+def test_an_edited_first_message_is_related_to_the_first_answer_of_its_conversation(archive):
+    conv = archive.create_conversation("c")
+    q, a = _answer(archive, conv, _tokens(30, 50))
+    edited = archive.add_message(conv.id, "user", "q again", parent_id=None)
+    _answer(archive, archive.create_conversation("other"), _tokens(31, 50))   # another tree
+    related = archive.token_sources.related(edited.id, conv.id, TOK, 16, 1 << 15)
+    assert [(mid, tier) for mid, _, tier in related] == [(a.id, 1)]
