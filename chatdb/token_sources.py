@@ -20,7 +20,9 @@ ANSWERS_AFTER = """
 SELECT t.message_id, t.tokens FROM message_tokens t JOIN messages m ON m.id = t.message_id
 WHERE t.tokenizer_id = :tokenizer AND t.message_id > :after AND m.role = 'assistant'
 ORDER BY t.message_id LIMIT :limit"""
-NEWEST_ANSWER = "SELECT coalesce(max(message_id), 0) FROM message_tokens WHERE tokenizer_id = ?"
+# Arrays to read after :after (any role: a bound on what indexing them costs, cheaply).
+COUNT_AFTER = """
+SELECT count(*) FROM message_tokens WHERE tokenizer_id = :tokenizer AND message_id > :after"""
 DELETED_AFTER = """
 SELECT id, message_id FROM message_tokens_deleted
 WHERE id > :after AND tokenizer_id = :tokenizer ORDER BY id"""
@@ -68,8 +70,8 @@ class TokenSources:
         return self.conn.execute(ANSWERS_AFTER, {"tokenizer": tokenizer, "after": after,
                                                  "limit": limit}).fetchall()
 
-    def newest(self, tokenizer: str) -> int:
-        return self.conn.execute(NEWEST_ANSWER, (tokenizer,)).fetchone()[0]
+    def count_after(self, tokenizer: str, after: int) -> int:
+        return self.conn.execute(COUNT_AFTER, {"tokenizer": tokenizer, "after": after}).fetchone()[0]
 
     def deletion_log(self) -> "tuple[int, int]":
         """(the last log row pruned, the newest row): an index that saw less than the first

@@ -30,38 +30,42 @@ from pathlib import Path
 import numpy as np
 
 N = 5                     # tokens hashed into an anchor
-MASK64 = (1 << 64) - 1
-PRIME = 0x100000001B3
-MIX = 0xFF51AFD7ED558CCD
+MASK32 = 0xFFFFFFFF
+PRIME = 0x01000193        # FNV-1a's, then murmur3's finaliser: 32 bits, checked on use
+MIX1, MIX2 = 0x85EBCA6B, 0xC2B2AE35
 BATCH = 20_000            # answers read per query while indexing
 MOST = 16                 # candidates one lookup returns (the newest)
 SAVE_SHARE = 0.1          # unsaved share of the anchors that makes it save again
-VERSION = 1
+VERSION = 2
 
 
 def anchor_hash(tokens) -> int:
     """The hash of N tokens (a sequence of ints), as `_hashes` computes it for arrays."""
     h = 0
     for t in tokens:
-        h = ((h ^ int(t)) * PRIME) & MASK64
-    h ^= h >> 33
-    h = (h * MIX) & MASK64
-    h ^= h >> 29
-    return h & 0xFFFFFFFF
+        h = ((h ^ int(t)) * PRIME) & MASK32
+    h ^= h >> 16
+    h = (h * MIX1) & MASK32
+    h ^= h >> 13
+    h = (h * MIX2) & MASK32
+    return h ^ (h >> 16)
 
 
 def _hashes(tokens: np.ndarray) -> np.ndarray:
-    """anchor_hash of every N tokens of `tokens` (len - N + 1 of them), as uint64."""
-    t = tokens.astype(np.uint64)
+    """anchor_hash of every N tokens of `tokens` (len - N + 1 of them), as uint32."""
+    t = tokens.view(np.uint32)
     count = len(t) - N + 1
-    h = np.zeros(count, np.uint64)
+    h = np.zeros(count, np.uint32)
     with np.errstate(over="ignore"):
         for j in range(N):
-            h = (h ^ t[j:j + count]) * np.uint64(PRIME)
-        h ^= h >> np.uint64(33)
-        h *= np.uint64(MIX)
-        h ^= h >> np.uint64(29)
-    return h & np.uint64(0xFFFFFFFF)
+            h ^= t[j:j + count]
+            h *= np.uint32(PRIME)
+        h ^= h >> np.uint32(16)
+        h *= np.uint32(MIX1)
+        h ^= h >> np.uint32(13)
+        h *= np.uint32(MIX2)
+        h ^= h >> np.uint32(16)
+    return h
 
 
 class ArchiveIndex:
@@ -79,6 +83,7 @@ class ArchiveIndex:
         self.last_id = 0       # the newest answer indexed
         self.last_log = 0      # the newest deletion-log row seen
         self.unsaved = 0       # anchors added since the file was written
+        self.pending: list = []   # anchors added, not sorted in yet (refresh sorts them)
 
     # -- what a drafter asks --------------------------------------------------------
 
@@ -126,6 +131,7 @@ class ArchiveIndex:
         while True:
             rows = sources.answers_after(self.tokenizer, self.last_id, BATCH)
             if not rows:
+                self._settle()
                 return added
             self._add(rows)
             added += len(rows)
@@ -134,31 +140,41 @@ class ArchiveIndex:
         """Index (message id, token bytes) rows, in id order."""
         lengths = np.array([len(blob) // 4 for _, blob in rows], np.int64)
         tokens = np.frombuffer(b"".join(blob for _, blob in rows), "<i4")
-        owner = np.repeat(np.arange(len(rows)), lengths)
+        ends = np.cumsum(lengths)
         self.ids = np.concatenate([self.ids, np.array([m for m, _ in rows], np.uint32)])
-        self.starts = np.concatenate([self.starts, (self.total + np.cumsum(lengths) - lengths)
-                                      .astype(np.uint32)])
+        self.starts = np.concatenate([self.starts, (self.total + ends - lengths).astype(np.uint32)])
         self.last_id = rows[-1][0]
         if len(tokens) > N:
             keys = _hashes(tokens)[:len(tokens) - N]        # each followed by a token
-            at = np.arange(len(keys))
-            same = owner[at] == owner[at + N]               # within one answer
-            keep = same & (keys & np.uint64((1 << self.shift) - 1) == 0)
-            entries = (keys[keep] << np.uint64(32)) | (at[keep] + N + self.total).astype(np.uint64)
-            self.recent = np.sort(np.concatenate([self.recent, entries]))
+            keep = (keys & np.uint32((1 << self.shift) - 1)) == 0
+            # An anchor and the token after it lie in one answer: none in an answer's last N.
+            across = (ends[:, None] - np.arange(1, N + 1)).ravel()
+            keep[across[(across >= 0) & (across < len(keep))]] = False
+            at = np.flatnonzero(keep)
+            entries = (keys[at].astype(np.uint64) << np.uint64(32)) | (at + N + self.total).astype(np.uint64)
+            self.pending.append(entries)
             self.unsaved += len(entries)
         self.total += len(tokens)
+        if self.nbytes + sum(p.nbytes for p in self.pending) > self.budget:
+            self._settle()
+            while self.nbytes > self.budget and self.anchors:
+                self._thin()
+
+    def _settle(self) -> None:
+        """Sort what was added into the recent part, and that into the main part once it
+        is a good share of it."""
+        if self.pending:
+            self.recent = np.sort(np.concatenate([self.recent, *self.pending]))
+            self.pending = []
         if len(self.recent) > max(1 << 16, len(self.main) // 4):
             self.main, self.recent = np.sort(np.concatenate([self.main, self.recent])), self.recent[:0]
-        while self.nbytes > self.budget and self.anchors:
-            self._thin()
 
     def _thin(self) -> None:
         """Keep half the anchors: those whose hash has one more low bit zero."""
         self.shift += 1
-        mask = np.uint64((1 << self.shift) - 1)
-        self.main = self.main[((self.main >> np.uint64(32)) & mask) == 0]
-        self.recent = self.recent[((self.recent >> np.uint64(32)) & mask) == 0]
+        mask = np.uint64(((1 << self.shift) - 1) << 32)
+        self.main = self.main[(self.main & mask) == 0]
+        self.recent = self.recent[(self.recent & mask) == 0]
 
     def _drop(self, message_ids: set) -> None:
         """Forget deleted answers: their anchors go, their rows stay (positions keep order)."""
@@ -200,7 +216,7 @@ class ArchiveIndex:
     def load(self, path: Path) -> bool:
         """Read a saved index of this tokenizer; False (left empty) if none or unreadable."""
         try:
-            with np.load(path) as data:
+            with np.load(path) as data:   # a file of another version is built again
                 head = data["head"]
                 if head[0] != VERSION or head[5] != zlib.crc32(self.tokenizer.encode()):
                     return False

@@ -148,3 +148,22 @@ def test_an_edited_first_message_is_related_to_the_first_answer_of_its_conversat
     _answer(archive, archive.create_conversation("other"), _tokens(31, 50))   # another tree
     related = archive.token_sources.related(edited.id, conv.id, TOK, 16, 1 << 15)
     assert [(mid, tier) for mid, _, tier in related] == [(a.id, 1)]
+
+
+def test_a_large_first_build_runs_aside_and_joins_when_done(archive, monkeypatch):
+    from engine.decode import archive_drafts
+
+    conv = archive.create_conversation("c")
+    tokens = _tokens(40, 300)
+    _, a = _answer(archive, conv, tokens)
+    _answer(archive, conv, _tokens(41, 300))
+    monkeypatch.setattr(archive_drafts, "AT_ONCE", 1)
+    drafts = archive_drafts.ArchiveDrafts(archive, TOK)
+    assert drafts.current() is None and drafts.describe()["building"]
+    drafts.wait()
+    index = drafts.current()
+    assert index.lookup(anchor_hash(tokens[30:30 + N])) == [(a.id, 30 + N)]
+    assert drafts.describe()["from"] == "built aside"
+    assert ArchiveIndex.file_for(archive.db_path, TOK).is_file()   # the next engine reads it
+    again = archive_drafts.ArchiveDrafts(archive, TOK)
+    assert again.current() is not None and again.describe()["from"] == "file"
