@@ -32,7 +32,10 @@ from speculative import CODE, TASKS
 
 STORIES = ["a fox who learns to read", "a lighthouse keeper's daughter", "a clockmaker's last clock",
            "a river that ran backwards", "a baker who could not sleep", "a map with no edges",
-           "a violin found in an attic", "two crows who kept a shop"]
+           "a violin found in an attic", "two crows who kept a shop", "a snowman in July",
+           "a train that never arrived", "a garden on the moon", "a cat who ran for mayor",
+           "the last library on earth", "a boy who collected echoes", "a kite that flew away",
+           "an owl who was afraid of the dark"]
 QUESTIONS = [f"Explain in a few sentences what {thing} is and what it is used for."
              for thing in ("a hash table", "a compiler", "photosynthesis", "a transistor",
                            "an index in a database", "a spreadsheet", "TCP", "a vaccine",
