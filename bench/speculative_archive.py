@@ -8,6 +8,8 @@ then the same timed turns. Tasks:
   prose     a story, nothing like it in the archive (drafting must cost nothing)
   retry     /retry of a ~300-token answer (a new sibling answer to the question)
   edit      /edit of a question by a few words, its earlier answer in the archive
+            (a story: the model mostly writes another one)
+  edit-code the same, of a request about a file (its earlier answer mostly holds)
   repeat    a script asking the same questions, each in a new conversation, twice:
             timed on the second pass
   editing   bench/speculative.py's editing task, the archive holding an earlier
@@ -42,6 +44,14 @@ QUESTIONS = [f"Explain in a few sentences what {thing} is and what it is used fo
                            "inflation", "a glacier", "a sonnet", "a lens", "a mortgage",
                            "a neuron", "a volcano", "recursion", "a telescope", "a battery",
                            "a tide", "a contract")]
+
+
+FILE = f"Here is a Python file:\n\n```python\n{CODE}```\n\n"
+# A request about the file, and the same request reworded by a few words.
+CODE_REQUESTS = [(FILE + "Add a docstring to main and show the whole file.",
+                  FILE + "Add a short docstring to main, then show the whole file."),
+                 (FILE + "Change the default retries from 3 to 5 and show the whole file.",
+                  FILE + "Change the default retries from 3 to 5, and show all of the file.")]
 
 
 class Pair:
@@ -130,7 +140,7 @@ def edit_of(made, text):
 def run_tasks(pair: Pair, temperature: float, repeat: int, tokens: int, questions: int) -> dict:
     settings = SamplingSettings(temperature=temperature, max_tokens=tokens, seed=1)
     other_seed = settings.with_(seed=2)
-    rows = {name: [] for name in ("prose", "retry", "edit", "repeat", "editing")}
+    rows = {name: [] for name in ("prose", "retry", "edit", "edit-code", "repeat", "editing")}
     for r in range(repeat):
         rows["prose"].append(timed(pair, new_question(f"Write a story about {STORIES[r]}."), settings))
     for r in range(repeat):
@@ -140,6 +150,9 @@ def run_tasks(pair: Pair, temperature: float, repeat: int, tokens: int, question
         made = pair.setup([("user", f"Tell me about {STORIES[r]} in a short story.")], settings)
         rows["edit"].append(timed(pair, edit_of(made, f"Tell me about {STORIES[r]} in a short tale."),
                                   settings))
+        request = CODE_REQUESTS[r % len(CODE_REQUESTS)]
+        made = pair.setup([("user", request[0])], settings)
+        rows["edit-code"].append(timed(pair, edit_of(made, request[1]), settings))
     asked = QUESTIONS[:questions]
     for text in asked:   # the first pass, both ways, untimed
         pair.setup([("user", text)], settings)
@@ -186,7 +199,4 @@ def main(args) -> None:
                 pair.close()
         report(rows, temperature)
     print("targets: retry >= 2.0x at 0, >= 1.4x at 0.7; edit >= 1.5x; repeat >= 1.8x; "
-          "prose >= 0.97x")
-
-
-__all__ = ["main", "CODE"]
+          "prose >= 0.97x; editing: reported")

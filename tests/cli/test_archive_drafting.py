@@ -20,8 +20,9 @@ def _accepted(stderr: str) -> list[float]:
 
 
 def test_console_retry_edit_and_a_repeated_question_draft_from_earlier_answers(chatdb, db_path):
-    result = chatdb(*GREEDY, input=f"{COPY}\n/retry\n/edit 1 {EDITED}\n")
+    result = chatdb(*GREEDY, input=f"{COPY}\n/retry\n/edit 1 {EDITED}\n/model\n")
     assert result.returncode == 0, result.stderr
+    assert "archive draft index: 2 answers" in result.stdout + result.stderr   # before the edit
     with Archive.open(db_path) as archive:
         conv = archive.latest_conversation()
         answers = [m for m in archive.tree(conv.id) if m.role == "assistant"]

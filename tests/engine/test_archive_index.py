@@ -167,3 +167,20 @@ def test_a_large_first_build_runs_aside_and_joins_when_done(archive, monkeypatch
     assert ArchiveIndex.file_for(archive.db_path, TOK).is_file()   # the next engine reads it
     again = archive_drafts.ArchiveDrafts(archive, TOK)
     assert again.current() is not None and again.describe()["from"] == "file"
+
+
+def test_an_answer_of_a_million_tokens_is_indexed_and_read_a_window_at_a_time(archive):
+    conv = archive.create_conversation("long")
+    tokens = _tokens(50, 1_000_000)
+    _, a = _answer(archive, conv, tokens)
+    index = ArchiveIndex(TOK, budget_bytes=4 << 20)
+    index.refresh(archive.token_sources)
+    assert index.nbytes <= 4 << 20 and index.total == 1_000_000
+    drafter = ArchiveDrafter([], index, archive.token_sources, TOK)
+    context = tokens[900_000:900_100].tolist()
+    hits = [i for i in range(N, 100) if index.kept(anchor_hash(context[i - N:i]))]
+    assert hits   # a kept anchor within the first hundred tokens
+    # As an answer is written, a token at a time: the first kept anchor finds the source.
+    guesses = [(i, _guess(drafter, context[:i], 8)) for i in range(N, 100)]
+    first, guess = next((i, g) for i, g in guesses if g)
+    assert first == hits[0] and guess == tokens[900_000 + first:900_008 + first].tolist()
