@@ -27,6 +27,7 @@ from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.textindex import index_text
 from .settings import Settings
 from .tags import Tags, tag_keys
+from .token_sources import TokenSources
 from .tokens import TokenStore
 from .transaction import transaction
 
@@ -41,6 +42,7 @@ class Archive:
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
+        self.token_sources = TokenSources(conn)
         self.settings = Settings(conn)
         self.tags = Tags(conn)
         self.kv_budget = KVBudget(self.settings, path)

@@ -87,8 +87,9 @@ def add_draft_options(parser, where: str = "") -> None:
     """--draft and --draft-model; `where` says where guesses are verified, if anywhere but
     the one sequence."""
     parser.add_argument("--draft", choices=ASKED, default=argparse.SUPPRESS,
-                        help=f"speculative decoding{where}: guesses from the conversation's own "
-                             "text (lookup), from --draft-model, or both (auto, the default)")
+                        help=f"speculative decoding{where}: guesses from answers written before "
+                             "(archive), from the conversation's own text (lookup), from "
+                             "--draft-model, or all of them in that order (auto, the default)")
     parser.add_argument("--draft-model", metavar="PATH", default=argparse.SUPPRESS,
                         help="a smaller GGUF model sharing the main model's vocabulary")
 

@@ -22,6 +22,7 @@ from .batching.answer_job import AnswerArchive, AnswerJob
 from .batching.job import Job, TurnResult
 from .batching.scheduler import Scheduler
 from .batching.slot import Slot
+from .decode.archive_drafts import ArchiveDrafts
 from .decode.draft_model import DraftModel
 from .decode.drafting import Drafting, resolve_mode
 from .decode.modes import DraftMode
@@ -86,6 +87,7 @@ class Engine:
         self.tuning.attach(model, self.cache.seq, archive, self.fingerprint,
                            measure=self.draft_mode != DraftMode.OFF)
         self.prefetch = Prefetch()
+        self.archive_drafts = ArchiveDrafts(archive, self.tokenizer, warn=self.warn)
         self.keeper = AnswerArchive(archive, self.prompts, self.tokenizer, self.writer,
                                     model.description(), model.n_ctx, self.warn)
         self.scheduler = self._slots()
@@ -96,7 +98,8 @@ class Engine:
         model, n = self.model, self.model.config.n_seq_max
         caches = [self.cache] + [self.cache.sibling(i) for i in range(1, n)]
         costs = lambda: self.tuning.costs().verify_cost  # noqa: E731 (read as each answer starts)
-        slots = [Slot(cache, model, Drafting(self.draft_mode, self._drafter(i), costs),
+        slots = [Slot(cache, model, Drafting(self.draft_mode, self._drafter(i), costs,
+                                             self.archive_drafts),
                       self.chat_format.markers)
                  for i, cache in enumerate(caches)]
         return Scheduler(model, slots, paced=n > 1, clock=self.tuning.clock,

@@ -158,6 +158,12 @@ class Job:
         return self.sampling is not None
 
     @property
+    def answering(self) -> "tuple[int, int] | None":
+        """(conversation id, message id) of the archive's message answered (None: a
+        completion, outside the tree); the archive drafter guesses from its relatives."""
+        return None
+
+    @property
     def restore_limit(self) -> int:
         """Tokens of the prompt a source may give: an answer computes the last one itself,
         for its logits."""
