@@ -71,13 +71,23 @@ def on_device(monkeypatch, device):
     monkeypatch.setattr(Engine, "__init__", checked)
 
 
-def cpu_command(*args, db) -> "tuple[list[str], dict]":
-    """(argv, env) of `chatdb ARGS` on the CPU: the CPU build where `make test-gpu` found one
-    ($CHATDB_CPU_PYTHON), else this build with its devices hidden."""
-    from ..chatdb_command import DRAFT, python_path
+def cpu_python() -> "tuple[str, dict]":
+    """(python, env) that run chatdb's code on the CPU: the CPU build where `make test-gpu`
+    found one ($CHATDB_CPU_PYTHON), else this build with its devices hidden."""
+    from ..chatdb_command import python_path
 
     python = os.environ.get("CHATDB_CPU_PYTHON") or sys.executable
     env = {**os.environ, "PYTHONPATH": python_path()}
     if python == sys.executable:
         env[VISIBLE] = ""
-    return [python, "-m", "cli.main", "--draft", DRAFT, "--db", str(db), *map(str, args)], env
+    return python, env
+
+
+def run_on_cpu(*args, db, input=None) -> subprocess.CompletedProcess:
+    """`chatdb ARGS` on the CPU (cpu_python), on the archive `db`."""
+    from ..chatdb_command import DRAFT
+
+    python, env = cpu_python()
+    argv = [python, "-m", "cli.main", "--draft", DRAFT, "--db", str(db), *map(str, args)]
+    return subprocess.run(argv, cwd=ROOT, env=env, input=input, capture_output=True, text=True,
+                          timeout=300)

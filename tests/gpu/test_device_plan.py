@@ -3,10 +3,11 @@ comes from the memory it reports; a device hidden or refused leaves the CPU, sai
 
 import json
 
-from engine.llama.gguf_header import read_facts
-from engine.machine.offload_plan import DEFAULT_MAX_CTX, MEMORY_ENV
+import pytest
 
-from .conftest import VISIBLE
+from engine.llama.gguf_header import read_facts
+from engine.machine.hardware import VISIBLE_ENV
+from engine.machine.offload_plan import DEFAULT_MAX_CTX, MEMORY_ENV
 
 GREEDY_ARGS = ("--temperature", "0", "--max-tokens", "8")
 
@@ -52,17 +53,22 @@ def test_a_smaller_budget_moves_layers_back_to_the_cpu_and_says_so(chatdb, model
     assert MEMORY_ENV in bad and "not a size" in bad
 
 
-def test_a_hidden_device_leaves_the_cpu_said_in_one_line(chatdb):
-    result = chatdb("ask", "--json", *GREEDY_ARGS, "Hello!", env={VISIBLE: ""})
+def test_a_hidden_device_leaves_the_cpu_said_in_one_line(chatdb, device):
+    if device.backend not in VISIBLE_ENV:
+        pytest.skip(f"{device.backend} has no variable that hides its devices")
+    hidden = {VISIBLE_ENV[device.backend]: ""}
+    result = chatdb("ask", "--json", *GREEDY_ARGS, "Hello!", env=hidden)
     assert result.returncode == 0, result.stderr
-    assert result.stderr == (f"chatdb: warning: llama.cpp was built for Vulkan but {VISIBLE} "
-                             "is empty: running on the CPU\n")
-    doc = chatdb("doctor", "--json", env={VISIBLE: ""}).json()
+    assert result.stderr == (f"chatdb: warning: llama.cpp was built for {device.backend} but "
+                             f"{VISIBLE_ENV[device.backend]} is empty: running on the CPU\n")
+    doc = chatdb("doctor", "--json", env=hidden).json()
     assert doc["settings"]["n_gpu_layers"] == 0 and doc["settings"]["offload"] == "CPU only"
     assert "running on the CPU" in doc["hardware"]["cpu_fallback"]
 
 
-def test_a_vulkan_loader_with_no_driver_leaves_the_cpu_said_in_one_line(chatdb, tmp_path):
+def test_a_vulkan_loader_with_no_driver_leaves_the_cpu_said_in_one_line(chatdb, device, tmp_path):
+    if device.backend != "Vulkan":
+        pytest.skip("a Vulkan loader's drivers")
     nowhere = {"VK_DRIVER_FILES": str(tmp_path / "none.json"), "VK_ICD_FILENAMES": str(tmp_path / "none.json")}
     result = chatdb("ask", "--json", *GREEDY_ARGS, "Hello!", env=nowhere)
     assert result.returncode == 0, result.stderr
