@@ -15,7 +15,7 @@ def describe(engine) -> dict:
         "speculative": {"mode": engine.draft_mode,
                         "draft_model": engine.draft.model.path if engine.draft else None,
                         "archive_index": engine.archive_drafts.describe()},
-        "kv": {"mode": engine.kv_mode, "memory": model.memory_kind(),
+        "kv": {"mode": engine.kv_mode, "memory": model.memory_kind(), "held_in": held_in(model),
                "stored_as": engine.kv_mode.stored_as, "fingerprint": engine.fingerprint,
                "enabled": engine.use_kv, "type": name_of(model.config.type_k, model.config.type_v),
                "bytes_per_token": layout.row_bytes_per_token if layout else None,
@@ -24,3 +24,16 @@ def describe(engine) -> dict:
         "hardware": engine.hardware.to_dict(),
         **engine.tuning.describe(),
     }
+
+
+def held_in(model) -> str:
+    """Where the live KV cache is: with each layer, on the GPUs for the layers offloaded
+    (llama.cpp's offload_kqv, on by default), else in host memory."""
+    config = model.config
+    if config.n_gpu_layers == 0 or not config.devices:
+        return "host memory"
+    names = " and ".join(device.split(": ")[0] for device in config.devices)
+    if config.n_gpu_layers < 0 or config.n_gpu_layers >= model.n_layer:
+        return f"{names}'s memory"
+    return (f"{names}'s memory for {config.n_gpu_layers} of {model.n_layer} layers, "
+            f"host memory for the rest")

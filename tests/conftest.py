@@ -23,6 +23,9 @@ profiles.register()
 
 os.umask(0o000)
 
+# The GPU suite runs on a GPU build, by `make test-gpu` (pytest tests/gpu), not with the rest.
+collect_ignore = ["gpu"]
+
 # Ctrl-C as at a terminal, for the suite and the processes it starts: a suite started in
 # the background by a script (`pytest ... &`) inherits SIGINT ignored, and so would every
 # chatdb it starts, and the tests that send one SIGINT would see it ignored.

@@ -44,6 +44,9 @@ class ContextConfig:
     n_gpu_layers: int = 0
     n_threads_batch: "int | None" = None     # prefill threads; None: as n_threads
     n_seq_max: int = 1        # sequences the context holds at once (sequence.py)
+    # The GPU devices llama.cpp computes on ("Vulkan0: llvmpipe ..."; none: the CPU alone).
+    # It offloads n_gpu_layers to them, and batches' large products even with none.
+    devices: tuple = ()
 
 
 class Model:
