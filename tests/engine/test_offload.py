@@ -150,3 +150,18 @@ def test_a_gpu_build_without_a_device_says_why_it_runs_on_the_cpu(monkeypatch):
     monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")
     assert vulkan_build(["Vulkan", "CPU"]).without_gpu() == \
         "llama.cpp was built for Vulkan but GGML_VK_VISIBLE_DEVICES is empty: running on the CPU"
+
+
+def test_flash_attention_follows_the_variable_where_it_is_set(monkeypatch):
+    from engine.kv.kv_type import KV_TYPES
+    from engine.machine.offload_plan import FLASH_ENV
+
+    monkeypatch.setenv(FLASH_ENV, "off")
+    assert not plan_offload(report(24 * GiB), FACTS).config.flash_attn
+    with pytest.raises(EngineError, match="q8_0 KV needs flash attention"):
+        plan_offload(report(24 * GiB), FACTS, kv_type=KV_TYPES["q8_0"])
+    monkeypatch.setenv(FLASH_ENV, "on")
+    assert plan_offload(report(), FACTS).config.flash_attn
+    monkeypatch.setenv(FLASH_ENV, "sometimes")
+    with pytest.raises(EngineError, match="on, off or auto"):
+        plan_offload(report(), FACTS)
