@@ -29,25 +29,35 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 # is 1. Each query is there three times, by its `archived` (False: those not
 # archived, True: the archived, None: all): an equality on the column, not a
 # bound NULL-or test, is what lets a page be read in the index's order.
+# The page's ids are chosen first (from the index alone, or from the tagged
+# rows), and only its rows get their tags and counts.
+LISTED_PAGE = """
+SELECT c.id FROM {source}
+WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
+ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
+LIMIT :limit OFFSET :offset"""
 LISTED = """
 SELECT c.id, c.title, c.updated_at,
     coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
     c.pinned, c.archived,
     (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
-     WHERE ct.conversation_id = c.id) AS tags"""
-ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
-LISTED_JOINS = """
+     WHERE ct.conversation_id = c.id) AS tags
+FROM ({page}) page
+JOIN conversations c ON c.id = page.id
 LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
-WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
-ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
-LIMIT :limit OFFSET :offset"""
-LIST_CONVERSATIONS = {kept: LISTED + "\nFROM conversations c" + LISTED_JOINS.format(archived=where)
-                      for kept, where in ARCHIVED.items()}
+ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC"""
+ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
+
+
+def _listing(source: str) -> dict:
+    return {kept: LISTED.format(page=LISTED_PAGE.format(source=source, archived=where))
+            for kept, where in ARCHIVED.items()}
+
+
+LIST_CONVERSATIONS = _listing("conversations c")
 # With tags: started from the conversations carrying them all (chatdb/tags.py).
-LIST_TAGGED = {kept: LISTED + f"\nFROM ({TAGGED}) tagged JOIN conversations c "
-               "ON c.id = tagged.conversation_id" + LISTED_JOINS.format(archived=where)
-               for kept, where in ARCHIVED.items()}
+LIST_TAGGED = _listing(f"({TAGGED}) tagged JOIN conversations c ON c.id = tagged.conversation_id")
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"
