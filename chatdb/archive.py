@@ -118,12 +118,12 @@ class Archive:
         """Pinned first, then the most recently updated. Only those carrying every tag
         of `tags`, only pinned ones if `pinned`; `archived`: False leaves the archived
         out, True lists only them, None lists all."""
-        params = {"limit": limit, "offset": offset, "pinned": 1 if pinned else None}
+        params = {"limit": limit, "offset": offset}
         if tags:
             params["keys"] = json.dumps(tag_keys(tags))
-            sql = q.LIST_TAGGED[archived]
+            sql = q.LIST_TAGGED[archived, bool(pinned)]
         else:
-            sql = q.LIST_CONVERSATIONS[archived]
+            sql = q.LIST_CONVERSATIONS[archived, bool(pinned)]
         return [ConversationSummary.from_row(r) for r in self.conn.execute(sql, params)]
 
     def count_conversations(self) -> int:

@@ -25,15 +25,15 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 
 # message_count: the messages on the current path but its root system
 # prompt, as the console numbers them; from the head's depth, with no walk.
-# Pinned first, then the most recently updated, pinned ones only when :pinned
-# is 1. Each query is there three times, by its `archived` (False: those not
-# archived, True: the archived, None: all): an equality on the column, not a
-# bound NULL-or test, is what lets a page be read in the index's order.
+# Pinned first, then the most recently updated. Each query is there six times, by
+# (archived, pinned only): archived False leaves the archived out, True lists only
+# them, None all. An equality on the columns, not a bound NULL-or test, is what
+# lets a page (or only the pinned) be read in the index's order.
 # The page's ids are chosen first (from the index alone, or from the tagged
 # rows), and only its rows get their tags and counts.
 LISTED_PAGE = """
 SELECT c.id FROM {source}
-WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
+WHERE {archived} AND {pinned}
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
 LIMIT :limit OFFSET :offset"""
 LISTED = """
@@ -48,11 +48,13 @@ LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC"""
 ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
+PINNED = {False: "c.pinned IN (0, 1)", True: "c.pinned = 1"}
 
 
 def _listing(source: str) -> dict:
-    return {kept: LISTED.format(page=LISTED_PAGE.format(source=source, archived=where))
-            for kept, where in ARCHIVED.items()}
+    return {(kept, pinned): LISTED.format(page=LISTED_PAGE.format(
+                source=source, archived=archived, pinned=only))
+            for kept, archived in ARCHIVED.items() for pinned, only in PINNED.items()}
 
 
 LIST_CONVERSATIONS = _listing("conversations c")
