@@ -121,7 +121,8 @@ class Archive:
         params = {"limit": limit, "offset": offset}
         if tags:
             params["keys"] = json.dumps(tag_keys(tags))
-            sql = q.LIST_TAGGED[archived, bool(pinned)]
+            in_order = self.tags.in_order(params["keys"], limit + offset if limit >= 0 else 0)
+            sql = (q.LIST_TAGGED_IN_ORDER if in_order else q.LIST_TAGGED)[archived, bool(pinned)]
         else:
             sql = q.LIST_CONVERSATIONS[archived, bool(pinned)]
         return [ConversationSummary.from_row(r) for r in self.conn.execute(sql, params)]

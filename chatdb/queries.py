@@ -1,6 +1,6 @@
 """Named SQL for conversations and messages. Parameters are always bound."""
 
-from .tags import TAGGED
+from .tags import CARRIES_ALL, TAGGED
 
 # A conversation's system prompt is the system message at the root of its
 # head's path (messages.root_id): what the model reads, never a copy.
@@ -33,7 +33,7 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 # rows), and only its rows get their tags and counts.
 LISTED_PAGE = """
 SELECT c.id FROM {source}
-WHERE {archived} AND {pinned}
+WHERE {archived} AND {pinned} AND {carries}
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
 LIMIT :limit OFFSET :offset"""
 LISTED = """
@@ -51,15 +51,17 @@ ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived I
 PINNED = {False: "c.pinned IN (0, 1)", True: "c.pinned = 1"}
 
 
-def _listing(source: str) -> dict:
+def _listing(source: str, carries: str = "1") -> dict:
     return {(kept, pinned): LISTED.format(page=LISTED_PAGE.format(
-                source=source, archived=archived, pinned=only))
+                source=source, archived=archived, pinned=only, carries=carries))
             for kept, archived in ARCHIVED.items() for pinned, only in PINNED.items()}
 
 
 LIST_CONVERSATIONS = _listing("conversations c")
-# With tags: started from the conversations carrying them all (chatdb/tags.py).
+# With tags: started from the conversations carrying them all (chatdb/tags.py), or, for
+# a page of a common tag, read in the index's order and each row checked until it is full.
 LIST_TAGGED = _listing(f"({TAGGED}) tagged JOIN conversations c ON c.id = tagged.conversation_id")
+LIST_TAGGED_IN_ORDER = _listing("conversations c", CARRIES_ALL)
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"

@@ -52,6 +52,18 @@ WHERE ct.tag_id = (SELECT id FROM wanted ORDER BY carried LIMIT 1)
         SELECT 1 FROM conversation_tags x WHERE x.conversation_id = ct.conversation_id
                                              AND x.tag_id = w.id)))"""
 
+# Whether conversation c carries every tag of :keys (a listing's row, checked).
+CARRIES_ALL = """(SELECT count(*) FROM conversation_tags x JOIN tags t ON t.id = x.tag_id
+     WHERE x.conversation_id = c.id AND t.key IN (SELECT value FROM json_each(:keys)))
+    = json_array_length(:keys)"""
+# How many conversations carry the rarest tag of :keys (0: one is no tag at all), and
+# the largest conversation id, which is about how many there are.
+RAREST_AND_ALL = """
+SELECT CASE WHEN count(*) = json_array_length(:keys) THEN coalesce(min(carried), 0) ELSE 0 END,
+       (SELECT coalesce(max(id), 0) FROM conversations)
+FROM (SELECT (SELECT count(*) FROM conversation_tags x WHERE x.tag_id = t.id) AS carried
+      FROM tags t WHERE t.key IN (SELECT value FROM json_each(:keys)))"""
+
 # What conversations reach (:convs, a JSON array of ids), as a search filters by tag: the
 # messages they wrote (an index read), and above those a fork's shared start: the path above
 # the head of a fork (meta.forked_from, as `fork` and an import of one record it) or of one
@@ -177,6 +189,13 @@ class Tags:
     def fork_starts(self, conv_ids: list[int]) -> list[int]:
         """The messages above the conversations that others wrote (their forks' starts)."""
         return self._ids(FORK_STARTS, {"convs": json.dumps(conv_ids)})
+
+    def in_order(self, keys_json: str, wanted: int) -> bool:
+        """Whether the first `wanted` conversations carrying every tag are found sooner by
+        reading the listing in order and checking each (a common tag) than by reading the
+        tag's own rows and ordering them (a rare one, or all of them wanted)."""
+        carried, conversations = self.conn.execute(RAREST_AND_ALL, {"keys": keys_json}).fetchone()
+        return 0 < wanted and wanted * conversations < carried * carried
 
     def messages_per_conversation(self) -> float:
         return self.conn.execute(MESSAGES_PER_CONVERSATION).fetchone()[0]
