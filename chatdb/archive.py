@@ -129,13 +129,13 @@ class Archive:
         out, True lists only them, None lists all; `owner`: only that user's (None: the
         archive's own)."""
         every = owner is EVERYONE
-        params = {"limit": limit, "offset": offset, "pinned": 1 if pinned else None,
-                  "all": every, "owner": None if every else owner}
+        params = {"limit": limit, "offset": offset, "all": every, "owner": None if every else owner}
         if tags:
             params["keys"] = json.dumps(tag_keys(tags))
-            sql = q.LIST_TAGGED[archived]
+            in_order = self.tags.in_order(params["keys"], limit + offset if limit >= 0 else 0)
+            sql = (q.LIST_TAGGED_IN_ORDER if in_order else q.LIST_TAGGED)[archived, bool(pinned)]
         else:
-            sql = q.LIST_CONVERSATIONS[archived]
+            sql = q.LIST_CONVERSATIONS[archived, bool(pinned)]
         return [ConversationSummary.from_row(r) for r in self.conn.execute(sql, params)]
 
     def count_conversations(self) -> int:

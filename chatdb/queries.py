@@ -1,6 +1,6 @@
 """Named SQL for conversations and messages. Parameters are always bound."""
 
-from .tags import TAGGED
+from .tags import CARRIES_ALL, TAGGED
 
 # A conversation's system prompt is the system message at the root of its
 # head's path (messages.root_id): what the model reads, never a copy.
@@ -25,30 +25,43 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 
 # message_count: the messages on the current path but its root system
 # prompt, as the console numbers them; from the head's depth, with no walk.
-# Pinned first, then the most recently updated, pinned ones only when :pinned
-# is 1. Each query is there three times, by its `archived` (False: those not
-# archived, True: the archived, None: all): an equality on the column, not a
-# bound NULL-or test, is what lets a page be read in the index's order.
+# Pinned first, then the most recently updated. Each query is there six times, by
+# (archived, pinned only): archived False leaves the archived out, True lists only
+# them, None all. An equality on the columns, not a bound NULL-or test, is what
+# lets a page (or only the pinned) be read in the index's order.
+# The page's ids are chosen first (from the index alone, or from the tagged
+# rows), and only its rows get their tags and counts.
+LISTED_PAGE = """
+SELECT c.id FROM {source}
+WHERE {archived} AND {pinned} AND {carries} AND (:all OR c.owner IS :owner)
+ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
+LIMIT :limit OFFSET :offset"""
 LISTED = """
 SELECT c.id, c.title, c.updated_at,
     coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
     c.owner, c.pinned, c.archived,
     (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
-     WHERE ct.conversation_id = c.id) AS tags"""
-ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
-LISTED_JOINS = """
+     WHERE ct.conversation_id = c.id) AS tags
+FROM ({page}) page
+JOIN conversations c ON c.id = page.id
 LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
-WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
-  AND (:all OR c.owner IS :owner)
-ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
-LIMIT :limit OFFSET :offset"""
-LIST_CONVERSATIONS = {kept: LISTED + "\nFROM conversations c" + LISTED_JOINS.format(archived=where)
-                      for kept, where in ARCHIVED.items()}
-# With tags: started from the conversations carrying them all (chatdb/tags.py).
-LIST_TAGGED = {kept: LISTED + f"\nFROM ({TAGGED}) tagged JOIN conversations c "
-               "ON c.id = tagged.conversation_id" + LISTED_JOINS.format(archived=where)
-               for kept, where in ARCHIVED.items()}
+ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC"""
+ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
+PINNED = {False: "c.pinned IN (0, 1)", True: "c.pinned = 1"}
+
+
+def _listing(source: str, carries: str = "1") -> dict:
+    return {(kept, pinned): LISTED.format(page=LISTED_PAGE.format(
+                source=source, archived=archived, pinned=only, carries=carries))
+            for kept, archived in ARCHIVED.items() for pinned, only in PINNED.items()}
+
+
+LIST_CONVERSATIONS = _listing("conversations c")
+# With tags: started from the conversations carrying them all (chatdb/tags.py), or, for
+# a page of a common tag, read in the index's order and each row checked until it is full.
+LIST_TAGGED = _listing(f"({TAGGED}) tagged JOIN conversations c ON c.id = tagged.conversation_id")
+LIST_TAGGED_IN_ORDER = _listing("conversations c", CARRIES_ALL)
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"

@@ -39,26 +39,57 @@ GROUP BY t.id ORDER BY conversations DESC, t.key"""
 SET_FLAG = {flag: f"UPDATE conversations SET {flag} = :value WHERE id = :id" for flag in FLAGS}
 FLAGS_OF = "SELECT pinned, archived FROM conversations WHERE id = ?"
 
-# The conversations carrying every tag of :keys (a JSON array of keys, each once):
-# started from the tags, so that a rare tag costs its own rows only.
+# The conversations carrying every tag of :keys (a JSON array of keys, each once): the
+# rows of its rarest tag, read by the tag's index, each checked for the others.
 TAGGED = """
+WITH wanted(id, carried) AS (
+    SELECT t.id, (SELECT count(*) FROM conversation_tags x WHERE x.tag_id = t.id)
+    FROM tags t WHERE t.key IN (SELECT value FROM json_each(:keys)))
 SELECT ct.conversation_id FROM conversation_tags ct
-WHERE ct.tag_id IN (SELECT id FROM tags WHERE key IN (SELECT value FROM json_each(:keys)))
-GROUP BY ct.conversation_id HAVING count(*) = json_array_length(:keys)"""
+WHERE ct.tag_id = (SELECT id FROM wanted ORDER BY carried LIMIT 1)
+  AND (SELECT count(*) FROM wanted) = json_array_length(:keys)
+  AND (json_array_length(:keys) = 1 OR NOT EXISTS (SELECT 1 FROM wanted w WHERE NOT EXISTS (
+        SELECT 1 FROM conversation_tags x WHERE x.conversation_id = ct.conversation_id
+                                             AND x.tag_id = w.id)))"""
 
-# What the conversations carrying every tag of :keys reach, as a search filters it: the
-# messages they wrote, their heads, and everything above those (a fork's shared start).
-REACHED_BY_TAGGED = f"""
-WITH RECURSIVE tagged(id) AS ({TAGGED}),
-reached(id) AS (
-    SELECT id FROM messages WHERE conversation_id IN (SELECT id FROM tagged)
+# Whether conversation c carries every tag of :keys (a listing's row, checked).
+CARRIES_ALL = """(SELECT count(*) FROM conversation_tags x JOIN tags t ON t.id = x.tag_id
+     WHERE x.conversation_id = c.id AND t.key IN (SELECT value FROM json_each(:keys)))
+    = json_array_length(:keys)"""
+# How many conversations carry the rarest tag of :keys (0: one is no tag at all), and
+# the largest conversation id, which is about how many there are.
+RAREST_AND_ALL = """
+SELECT CASE WHEN count(*) = json_array_length(:keys) THEN coalesce(min(carried), 0) ELSE 0 END,
+       (SELECT coalesce(max(id), 0) FROM conversations)
+FROM (SELECT (SELECT count(*) FROM conversation_tags x WHERE x.tag_id = t.id) AS carried
+      FROM tags t WHERE t.key IN (SELECT value FROM json_each(:keys)))"""
+
+# What conversations reach (:convs, a JSON array of ids), as a search filters by tag: the
+# messages they wrote (an index read), and above those a fork's shared start: the path above
+# the head of a fork (meta.forked_from, as `fork` and an import of one record it) or of one
+# that wrote nothing yet. Walked for those only: SQLite's recursion costs tens of
+# microseconds a message, and telling every conversation's start apart from its
+# messages' rows costs as much again.
+ABOVE_FORKED = """
+WITH RECURSIVE forked(head) AS (
+    SELECT c.head_id FROM conversations c
+    WHERE c.id IN (SELECT value FROM json_each(:convs)) AND c.head_id IS NOT NULL
+      AND (json_extract(c.meta, '$.forked_from') IS NOT NULL
+           OR NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id))),
+above(id) AS (
+    SELECT head FROM forked
     UNION
-    SELECT head_id FROM conversations WHERE id IN (SELECT id FROM tagged) AND head_id IS NOT NULL
-    UNION
-    SELECT m.parent_id FROM messages m JOIN reached r ON m.id = r.id
-    WHERE m.parent_id IS NOT NULL
-)
-SELECT id FROM reached ORDER BY id"""
+    SELECT m.parent_id FROM messages m JOIN above a ON m.id = a.id WHERE m.parent_id IS NOT NULL)"""
+FORK_STARTS = ABOVE_FORKED + "\nSELECT id FROM above"
+REACHED_BY_CONVERSATIONS = ABOVE_FORKED + """
+SELECT id FROM messages WHERE conversation_id IN (SELECT value FROM json_each(:convs))
+UNION
+SELECT id FROM above
+ORDER BY id"""
+# A guess at a conversation's messages: the newest ids of each, divided.
+MESSAGES_PER_CONVERSATION = """
+SELECT (SELECT coalesce(max(id), 0) FROM messages) * 1.0
+       / max(1, (SELECT coalesce(max(id), 0) FROM conversations))"""
 
 
 class TagError(ChatdbError):
@@ -147,11 +178,32 @@ class Tags:
             raise NotFound(f"no conversation {conv_id}")
         return {"pinned": bool(row[0]), "archived": bool(row[1])}
 
-    def reached(self, names) -> list[int]:
-        """Ids of every message the conversations carrying all of `names` reach, ascending."""
-        keys = tag_keys(names)
-        return [row[0] for row in self.conn.execute(REACHED_BY_TAGGED,
-                                                    {"keys": json.dumps(keys)})]
+    def conversations(self, names) -> list[int]:
+        """Ids of the conversations carrying every tag of `names`."""
+        return self._ids(TAGGED, {"keys": json.dumps(tag_keys(names))})
+
+    def reached_by(self, conv_ids: list[int]) -> list[int]:
+        """Ids of every message the conversations reach (that a search by tag looks at)."""
+        return self._ids(REACHED_BY_CONVERSATIONS, {"convs": json.dumps(conv_ids)})
+
+    def fork_starts(self, conv_ids: list[int]) -> list[int]:
+        """The messages above the conversations that others wrote (their forks' starts)."""
+        return self._ids(FORK_STARTS, {"convs": json.dumps(conv_ids)})
+
+    def in_order(self, keys_json: str, wanted: int) -> bool:
+        """Whether the first `wanted` conversations carrying every tag are found sooner by
+        reading the listing in order and checking each (a common tag) than by reading the
+        tag's own rows and ordering them (a rare one, or all of them wanted)."""
+        carried, conversations = self.conn.execute(RAREST_AND_ALL, {"keys": keys_json}).fetchone()
+        return 0 < wanted and wanted * conversations < carried * carried
+
+    def messages_per_conversation(self) -> float:
+        return self.conn.execute(MESSAGES_PER_CONVERSATION).fetchone()[0]
+
+    def _ids(self, sql: str, params: dict) -> list[int]:
+        cursor = self.conn.cursor()
+        cursor.row_factory = None   # plain tuples: a tag may reach 100,000 messages
+        return [row[0] for row in cursor.execute(sql, params)]
 
     def _exists(self, conv_id: int) -> None:
         if self.conn.execute(FLAGS_OF, (conv_id,)).fetchone() is None:

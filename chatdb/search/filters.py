@@ -15,6 +15,10 @@ from ..tags import Tags
 from .dates import instant
 
 SPAN_GAP = 1000  # filtered ids further apart than this are read as separate ranges
+# A tag reaching more messages than this (by a guess from the conversations carrying it)
+# is checked on each match read, not listed: listing costs some 2 us a message, checking
+# one match a lookup, and a tag that reaches many is found in few matches read.
+LISTED_AT_MOST = 20_000
 MAX_SPANS = 8
 LAST_ROWID = 2**63 - 1
 
@@ -25,6 +29,11 @@ class Filters:
     since: "str | None"  # created_at >= since
     until: "str | None"  # created_at < until
     reached: "list[int] | None"  # ids a conversation reaches, ascending
+    tagged: bool = False  # by tags: what is allowed is spread thin across the index
+    # A tag on many messages is checked per match instead of listed: the conversations
+    # carrying it (a match's writer must be one) and their forks' starts.
+    conversations: "list[int] | None" = None
+    fork_starts: tuple = ()
 
     @property
     def on_messages(self) -> bool:
@@ -79,13 +88,26 @@ def make_filters(conn, limit, conversation_id, role, since, until, tags=(), owne
         if conn.execute(q.CONVERSATION, (conversation_id,)).fetchone() is None:
             raise NotFound(f"no conversation {conversation_id}")
         reached = [row[0] for row in conn.execute(REACHED_IDS, {"conv": conversation_id})]
-    if tags:
-        tagged = Tags(conn).reached(tags)
-        reached = tagged if reached is None else sorted(set(reached) & set(tagged))
     if owner is not None:
         theirs = [row[0] for row in conn.execute(REACHED_BY_OWNER, {"owner": owner})]
         reached = theirs if reached is None else sorted(set(reached) & set(theirs))
-    return Filters(role, start, end, reached)
+    if not tags:
+        return Filters(role, start, end, reached)
+    tagging = Tags(conn)
+    convs = tagging.conversations(tags)
+    if reached is None and len(convs) * tagging.messages_per_conversation() > LISTED_AT_MOST:
+        return Filters(role, start, end, None, tagged=True, conversations=convs,
+                       fork_starts=tuple(tagging.fork_starts(convs)))
+    tagged = tagging.reached_by(convs)
+    reached = tagged if reached is None else sorted(set(reached) & set(tagged))
+    return Filters(role, start, end, reached, tagged=True)
+
+
+def reached_ids(conn, filters: Filters) -> "list[int] | None":
+    """The ids the filters allow, listed (None: any), for those who need them listed."""
+    if filters.conversations is None:
+        return filters.reached
+    return Tags(conn).reached_by(filters.conversations)
 
 
 def search_ranges(conn: sqlite3.Connection, filters: Filters) -> list[tuple[int, int]]:

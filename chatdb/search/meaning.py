@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .filters import Filters, search_ranges
+from .filters import Filters, reached_ids, search_ranges
 
 FIRST_PASS = 2000        # chunks rescored exactly at least (all of them in an archive this small)
 RESCORED_SHARE = 0.01    # of the chunks, rescored exactly in a larger archive
@@ -165,8 +165,9 @@ def nearest(conn: sqlite3.Connection, model_id: int, query: np.ndarray, filters:
             limit: int) -> list[Near]:
     """The `limit` messages nearest `query` (a unit vector) within the conversation and
     date range of `filters`, best first (role is the caller's to check)."""
-    if filters.reached is not None:
-        rows = _tuples(conn, VECTORS_OF_MESSAGES, (model_id, json.dumps(filters.reached)))
+    reached = reached_ids(conn, filters)
+    if reached is not None:
+        rows = _tuples(conn, VECTORS_OF_MESSAGES, (model_id, json.dumps(reached)))
     else:
         ranges = search_ranges(conn, filters) if (filters.since or filters.until) else None
         if ranges == []:

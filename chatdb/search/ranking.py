@@ -16,6 +16,9 @@ from .filters import MESSAGE_FILTERS, Filters, search_ranges
 from .query import scoring_expression
 
 CANDIDATES = 1000  # most messages ranked per search
+# ...within tagged conversations, whose messages are spread thin across the index: the
+# newest matches read to find each candidate are about 1 / the tag's share (100 at 1%).
+TAGGED_CANDIDATES = 200
 MAX_TIES = 200  # most equal-scored messages ordered by created_at at the cut
 MAX_READS = 16  # most matches read per candidate still wanted, in one batch
 
@@ -25,6 +28,9 @@ MATCHING_IDS = """
 SELECT rowid FROM messages_fts
 WHERE messages_fts MATCH :match AND rowid BETWEEN :lo AND :hi
   AND (:reached IS NULL OR rowid + 0 IN (SELECT value FROM json_each(:reached)))
+  AND (:convs IS NULL OR rowid + 0 IN (SELECT value FROM json_each(:fork_starts))
+       OR (SELECT m.conversation_id FROM messages m WHERE m.id = messages_fts.rowid)
+          IN (SELECT value FROM json_each(:convs)))
 ORDER BY rowid DESC
 LIMIT :limit"""
 PASSING_IDS = """
@@ -49,7 +55,7 @@ def best_matches(conn: sqlite3.Connection, match: str, filters: Filters,
     matches only; when fewer than `limit` of those pass and older matches
     exist, on every match from the newest back.
     """
-    wanted = max(CANDIDATES, limit)
+    wanted = max(TAGGED_CANDIDATES if filters.tagged else CANDIDATES, limit)
     found = candidates(conn, match, filters, wanted, check_messages=False)
     scores = rank(conn, match, found)
     rows = best_rows(conn, found, scores, limit, filters)
@@ -68,13 +74,16 @@ def candidates(conn: sqlite3.Connection, match: str, filters: Filters, wanted: i
     """
     check_messages = check_messages and filters.on_messages
     reached = None if filters.reached is None else json.dumps(filters.reached)
+    convs = None if filters.conversations is None else json.dumps(filters.conversations)
+    fork_starts = json.dumps(list(filters.fork_starts))
     found: list[int] = []
     reads = 1  # batches grow while the role or date filter rejects most matches
     for lo, hi in search_ranges(conn, filters):
         while len(found) < wanted and lo <= hi:
             batch = (wanted - len(found)) * reads
             ids = [row[0] for row in conn.execute(MATCHING_IDS, {
-                "match": match, "lo": lo, "hi": hi, "reached": reached, "limit": batch})]
+                "match": match, "lo": lo, "hi": hi, "reached": reached, "convs": convs,
+                "fork_starts": fork_starts, "limit": batch})]
             found += passing(conn, ids, filters) if check_messages else ids
             if len(ids) < batch:
                 break

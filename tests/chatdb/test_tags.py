@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from chatdb.search import fulltext
+from chatdb.search import filters, fulltext
 from chatdb.search.hybrid import search
 from chatdb.tags import MAX_TAG, TagError
 
@@ -93,7 +93,15 @@ def test_a_fork_copies_the_tags_of_the_conversation_it_comes_from(archive):
     assert not archive.tags.flags(fork.id)["pinned"]
 
 
-def test_search_by_tag_and_tag_terms_in_the_query(archive):
+@pytest.fixture(params=["listed", "checked per match"])
+def strategy(request, monkeypatch):
+    """A tag's messages listed (a small tag), or each match's writer checked (a large one)."""
+    if request.param != "listed":
+        monkeypatch.setattr(filters, "LISTED_AT_MOST", 0)
+    return request.param
+
+
+def test_search_by_tag_and_tag_terms_in_the_query(archive, strategy):
     rust = chat(archive, "rust", "the borrow checker again", "borrow rules")
     python = chat(archive, "python", "borrow a list in python")
     archive.tags.add(rust, ["Rust"])
@@ -107,7 +115,7 @@ def test_search_by_tag_and_tag_terms_in_the_query(archive):
     assert fulltext.search(archive.conn, "borrow", tags=["rust"], conversation_id=python) == []
 
 
-def test_search_by_tag_reaches_a_forks_shared_start(archive):
+def test_search_by_tag_reaches_a_forks_shared_start(archive, strategy):
     origin = chat(archive, "origin", "zebra question", "zebra answer")
     fork = archive.fork(archive.messages(origin)[-1].id)
     archive.tags.add(fork.id, ["forked"])
