@@ -271,12 +271,11 @@ def _is_blank(path: Path) -> bool:
 
 def unlock(conn, key: "cipher.Key", salt: "bytes | None", path: Path) -> None:
     conn.execute("PRAGMA cipher_log_level = NONE")   # a wrong key is chatdb's one line, not a log
-    for pragma in key.pragmas(salt):
-        conn.execute(pragma)
-    if salt is None:
-        return
     try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        for pragma in key.pragmas(salt):
+            conn.execute(pragma)
+        if salt is not None:   # the first read is the key's test
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlcipher.DatabaseError as exc:
         if exc.sqlite_errorcode & 0xFF != SQLITE_NOTADB:
             raise

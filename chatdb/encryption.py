@@ -99,7 +99,8 @@ def _export(source, temporary: Path, key: "cipher.Key | None") -> None:
                    (str(temporary), key.raw(None) if key else ""))
     try:
         if key is not None:
-            source.execute(f"PRAGMA converted.cipher_page_size = {cipher.CIPHER_PAGE_SIZE}")
+            for setting in cipher.SETTINGS:
+                source.execute(f"PRAGMA converted.{setting}")
         source.execute(f"PRAGMA converted.page_size = {PAGE_SIZE}")
         source.execute(f"PRAGMA converted.auto_vacuum = {INCREMENTAL}")
         source.execute("BEGIN IMMEDIATE")
