@@ -20,7 +20,8 @@ from pathlib import Path
 from sqlcipher3 import dbapi2 as sqlcipher
 
 from . import cipher, content_hash, whole_files
-from .connection import INCREMENTAL, PAGE_SIZE, unlock, write_failure
+from .connection import INCREMENTAL, PAGE_SIZE, write_failure
+from .unlocking import unlock
 from .errors import BadInput, ChatdbError
 
 SUFFIX = ".converting"

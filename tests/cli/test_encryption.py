@@ -11,7 +11,6 @@ import pytest
 from chatdb.archive import Archive
 from chatdb.cipher import PLAIN_MAGIC
 
-from ..chatdb_command import chatdb_argv
 from .conftest import PROCESS_TIMEOUT, REPO
 from .test_console_pty import Terminal
 
