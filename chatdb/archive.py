@@ -26,8 +26,12 @@ from .paths import default_db_path
 from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.textindex import index_text
 from .settings import Settings
+from .tags import Tags, tag_keys
+from .token_sources import TokenSources
 from .tokens import TokenStore
 from .transaction import transaction
+
+EVERYONE = object()   # list_conversations of every owner
 
 
 class Archive:
@@ -38,7 +42,9 @@ class Archive:
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
+        self.token_sources = TokenSources(conn)
         self.settings = Settings(conn)
+        self.tags = Tags(conn)
         self.kv_budget = KVBudget(self.settings, path)
         self.kv_keeping = KVKeeping(self)
         # Files of this archive that others could read until open() tightened them.
@@ -85,8 +91,8 @@ class Archive:
     def create_conversation(self, title: str = "", *, system_prompt: "str | None" = None,
                             model: "str | None" = None, head_id: "int | None" = None,
                             uid: "str | None" = None, created_at: "str | None" = None,
-                            updated_at: "str | None" = None, meta: "dict | None" = None
-                            ) -> Conversation:
+                            updated_at: "str | None" = None, meta: "dict | None" = None,
+                            owner: "str | None" = None) -> Conversation:
         """A new conversation: empty, with `system_prompt` as its root system message,
         or continuing from the message `head_id` (whose path has its own system prompt)."""
         if system_prompt and head_id is not None:
@@ -98,7 +104,7 @@ class Archive:
                 self.message(head_id)
             cur = self.conn.execute(q.INSERT_CONVERSATION, (
                 uid or new_uid(), title, head_id, model, created_at,
-                updated_at or created_at, meta_json(meta)))
+                updated_at or created_at, meta_json(meta), owner))
             conv_id = cur.lastrowid
             if system_prompt:
                 self.add_message(conv_id, "system", system_prompt, parent_id=None,
@@ -115,10 +121,22 @@ class Archive:
         row = self.conn.execute(q.CONVERSATION_BY_UID, (uid,)).fetchone()
         return Conversation.from_row(row) if row else None
 
-    def list_conversations(self, limit: int = -1, offset: int = 0) -> list[ConversationSummary]:
-        """Most recently updated first."""
-        rows = self.conn.execute(q.LIST_CONVERSATIONS, (limit, offset)).fetchall()
-        return [ConversationSummary(**dict(r)) for r in rows]
+    def list_conversations(self, limit: int = -1, offset: int = 0, *, tags=(),
+                           pinned: bool = False, archived: "bool | None" = False,
+                           owner=EVERYONE) -> list[ConversationSummary]:
+        """Pinned first, then the most recently updated. Only those carrying every tag
+        of `tags`, only pinned ones if `pinned`; `archived`: False leaves the archived
+        out, True lists only them, None lists all; `owner`: only that user's (None: the
+        archive's own)."""
+        every = owner is EVERYONE
+        params = {"limit": limit, "offset": offset, "pinned": 1 if pinned else None,
+                  "all": every, "owner": None if every else owner}
+        if tags:
+            params["keys"] = json.dumps(tag_keys(tags))
+            sql = q.LIST_TAGGED[archived]
+        else:
+            sql = q.LIST_CONVERSATIONS[archived]
+        return [ConversationSummary.from_row(r) for r in self.conn.execute(sql, params)]
 
     def count_conversations(self) -> int:
         return self.conn.execute(q.COUNT_CONVERSATIONS).fetchone()[0]
@@ -146,15 +164,19 @@ class Archive:
                 raise NotFound(f"no conversation {conv_id}")
 
     def fork(self, message_id: int, title: "str | None" = None) -> Conversation:
-        """A new conversation continuing from `message_id`; nothing is copied."""
+        """A new conversation continuing from `message_id`; no message is copied, only the
+        tags of the conversation that wrote it."""
         with self.transaction():
             source = self.message(message_id)
             origin = self.conversation(source.conversation_id) if source.conversation_id else None
             if title is None:
                 title = f"{origin.title} (fork)" if origin and origin.title else "fork"
-            return self.create_conversation(
+            fork = self.create_conversation(
                 title, head_id=message_id, model=origin.model if origin else None,
-                meta={"forked_from": message_id})
+                meta={"forked_from": message_id}, owner=origin.owner if origin else None)
+            if origin:
+                self.tags.copy(origin.id, fork.id)
+            return fork
 
     def delete_conversation(self, conv_id: int) -> int:
         """Delete a conversation and every message no other conversation reaches.
@@ -284,6 +306,11 @@ class Archive:
 
     def count_messages(self) -> int:
         return self.conn.execute(q.COUNT_MESSAGES).fetchone()[0]
+
+    def written_after(self, message_id: int) -> "tuple[int, int | None]":
+        """(how many messages were written after `message_id`, the newest of them)."""
+        count, newest = self.conn.execute(q.WRITTEN_AFTER, (message_id,)).fetchone()
+        return count, newest
 
     def integrity_check(self) -> str:
         """SQLite's integrity_check: "ok", or the first thing it finds wrong."""

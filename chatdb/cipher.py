@@ -107,20 +107,54 @@ def read_key_file(path: Path) -> Key:
     return Key(data)
 
 
+# The first bytes of each file (device, inode) this process has a connection to, and how
+# many it has. Closing any descriptor of a database file drops every POSIX lock this
+# process holds on it, its SQLite connections' too; another process could then take the
+# file for unused and delete its WAL under them. So while a connection is open, its file
+# is never opened again: its first bytes are known. (They cannot change meanwhile, nor
+# the inode be reused: encrypt, decrypt and rekey write a new file and rename it.)
+_HELD: "dict[tuple[int, int], list]" = {}
+
+
 def salt_of(path: Path) -> "bytes | None":
     """An encrypted file's salt, or None for a plain SQLite file (or one not there, or empty).
 
     SQLCipher files are whole pages: a file of another size that does not begin as
     SQLite's do is neither, and is left to SQLite to refuse."""
     try:
+        stat = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    held = _HELD.get((stat.st_dev, stat.st_ino))
+    if held is not None:
+        return held[0]
+    try:
         with open(path, "rb") as file:
             head = file.read(SALT_BYTES)
-            size = os.fstat(file.fileno()).st_size
     except (FileNotFoundError, IsADirectoryError):
         return None
-    if len(head) < SALT_BYTES or head == PLAIN_MAGIC or size % 512:
+    if len(head) < SALT_BYTES or head == PLAIN_MAGIC or stat.st_size % 512:
         return None
     return head
+
+
+def hold(path: Path, salt: "bytes | None") -> "tuple[int, int] | None":
+    """A connection to `path` (which began with `salt`) is open; what release() takes."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    held = _HELD.setdefault((stat.st_dev, stat.st_ino), [salt, 0])
+    held[1] += 1
+    return (stat.st_dev, stat.st_ino)
+
+
+def release(file_id: "tuple[int, int] | None") -> None:
+    held = _HELD.get(file_id)
+    if held is not None:
+        held[1] -= 1
+        if held[1] <= 0:
+            del _HELD[file_id]
 
 
 def is_encrypted(path: Path) -> bool:

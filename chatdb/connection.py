@@ -17,9 +17,9 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from . import content_hash, dbapi, private_files, replication
+from . import cipher, content_hash, dbapi, private_files, replication
 from .errors import ChatdbError, SchemaError
-from .unlocking import EncryptedConnection, KeyNeeded, key_for, unlock
+from .unlocking import EncryptedConnection, HeldFile, KeyNeeded, key_for, unlock
 from .migrate import Migration, apply, available, pending
 
 BUSY_TIMEOUT_MS = 30_000
@@ -187,7 +187,7 @@ def disk_full(path: Path) -> bool:
         return False
 
 
-class ArchiveConnection(sqlite3.Connection):
+class ArchiveConnection(HeldFile, sqlite3.Connection):
     """A connection that knows whether it was opened read-only (a directory chatdb cannot
     write, a full disk): then every write fails, and a server says so before it serves."""
     read_only = False
@@ -204,6 +204,8 @@ def _open(path: Path, query: str = "") -> sqlite3.Connection:
     conn = driver.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                           uri=bool(query), factory=factory)
     conn.row_factory = driver.Row
+    if str(path) != ":memory:" and not (key and salt is None):   # a new file's salt is unknown
+        conn.file_id = cipher.hold(path, salt)
     content_hash.register(conn)  # the schema's triggers call it
     try:
         if key:

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 LEDGER_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
 ANY_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
 APPLIED = "SELECT version, name, checksum FROM schema_migrations ORDER BY version"
+APPLIED_VERSION = "SELECT 1 FROM schema_migrations WHERE version = ?"
 RECORD = "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)"
 
 
@@ -96,8 +97,7 @@ def apply(conn: sqlite3.Connection, migration: Migration) -> bool:
     """Apply one migration in its own transaction; False if another process beat us to it."""
     with transaction(conn):
         conn.execute(CREATE_LEDGER)
-        if conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?",
-                        (migration.version,)).fetchone():
+        if conn.execute(APPLIED_VERSION, (migration.version,)).fetchone():
             return False
         try:
             for statement in statements(migration.sql):

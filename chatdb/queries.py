@@ -1,18 +1,20 @@
 """Named SQL for conversations and messages. Parameters are always bound."""
 
+from .tags import TAGGED
+
 # A conversation's system prompt is the system message at the root of its
 # head's path (messages.root_id): what the model reads, never a copy.
 CONVERSATION_SELECT = """
 SELECT c.id, c.uid, c.title, c.head_id,
     (SELECT r.content FROM messages h JOIN messages r ON r.id = h.root_id
      WHERE h.id = c.head_id AND r.role = 'system') AS system_prompt,
-    c.model, c.created_at, c.updated_at, c.meta
+    c.model, c.created_at, c.updated_at, c.meta, c.owner
 FROM conversations c"""
 MESSAGE_COLUMNS = "id, uid, parent_id, conversation_id, depth, role, content, status, created_at, meta"
 
 INSERT_CONVERSATION = """
-INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
 
 CONVERSATION = CONVERSATION_SELECT + " WHERE c.id = ?"
 CONVERSATION_BY_UID = CONVERSATION_SELECT + " WHERE c.uid = ?"
@@ -23,14 +25,30 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 
 # message_count: the messages on the current path but its root system
 # prompt, as the console numbers them; from the head's depth, with no walk.
-LIST_CONVERSATIONS = """
+# Pinned first, then the most recently updated, pinned ones only when :pinned
+# is 1. Each query is there three times, by its `archived` (False: those not
+# archived, True: the archived, None: all): an equality on the column, not a
+# bound NULL-or test, is what lets a page be read in the index's order.
+LISTED = """
 SELECT c.id, c.title, c.updated_at,
-    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count
-FROM conversations c
+    coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
+    c.owner, c.pinned, c.archived,
+    (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
+     WHERE ct.conversation_id = c.id) AS tags"""
+ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
+LISTED_JOINS = """
 LEFT JOIN messages h ON h.id = c.head_id
 LEFT JOIN messages r ON r.id = h.root_id
-ORDER BY c.updated_at DESC, c.id DESC
-LIMIT ? OFFSET ?"""
+WHERE {archived} AND (:pinned IS NULL OR c.pinned = :pinned)
+  AND (:all OR c.owner IS :owner)
+ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
+LIMIT :limit OFFSET :offset"""
+LIST_CONVERSATIONS = {kept: LISTED + "\nFROM conversations c" + LISTED_JOINS.format(archived=where)
+                      for kept, where in ARCHIVED.items()}
+# With tags: started from the conversations carrying them all (chatdb/tags.py).
+LIST_TAGGED = {kept: LISTED + f"\nFROM ({TAGGED}) tagged JOIN conversations c "
+               "ON c.id = tagged.conversation_id" + LISTED_JOINS.format(archived=where)
+               for kept, where in ARCHIVED.items()}
 
 RENAME_CONVERSATION = "UPDATE conversations SET title = :value, updated_at = :now WHERE id = :id"
 SET_HEAD = "UPDATE conversations SET head_id = :value, updated_at = :now WHERE id = :id"
@@ -54,6 +72,8 @@ MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 PLACE_UNDER = "SELECT depth + 1, root_id FROM messages WHERE id = ?"
 MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"
+# The messages written after an id: how many, and the newest (NULL: none).
+WRITTEN_AFTER = "SELECT count(*), max(id) FROM messages WHERE id > ?"
 
 # The walk from :message_id up to its root, one row (id, depth) per message
 # on the way: every query that follows a path up the tree starts with it.

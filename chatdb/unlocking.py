@@ -15,7 +15,17 @@ from .errors import BadInput, SchemaError
 SQLITE_NOTADB = 26
 
 
-class EncryptedConnection(sqlcipher.Connection):
+class HeldFile:
+    """A connection that tells cipher.salt_of, while it is open, not to open its file."""
+    file_id = None
+
+    def close(self) -> None:
+        super().close()
+        cipher.release(self.file_id)
+        self.file_id = None
+
+
+class EncryptedConnection(HeldFile, sqlcipher.Connection):
     """A connection to an encrypted archive (SQLCipher), with the key it was opened with;
     read_only as connection.ArchiveConnection's."""
     read_only = False

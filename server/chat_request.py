@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from chatdb.tags import TagError, tag_name
 from engine.prompt.tool_format import FALLBACK, CallSyntax
 
 from . import fields as f
@@ -13,7 +14,7 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
          "tool": "tool"}
 HONOURED = {"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
             "n", "response_format", "tools", "tool_choice", "parallel_tool_calls", "logprobs",
-            "top_logprobs"} | f.SAMPLING
+            "top_logprobs", "chatdb"} | f.SAMPLING
 REFUSED = {
     "functions": "the deprecated function calling is not supported: send 'tools'",
     "function_call": "the deprecated function calling is not supported: send 'tool_choice'",
@@ -50,6 +51,7 @@ class ChatRequest:
     logprobs: bool = False
     top_logprobs: int = 0
     syntax: CallSyntax = FALLBACK       # how the model's template takes tools (tool_support)
+    tags: list = field(default_factory=list)    # chatdb.tags: given to the conversation
 
 
 def parse(body, syntax: CallSyntax = FALLBACK) -> ChatRequest:
@@ -73,7 +75,7 @@ def parse(body, syntax: CallSyntax = FALLBACK) -> ChatRequest:
         sampling=f.sampling(body, _max_tokens(body)), user=f.text(body, "user"),
         n=f.whole(body, "n", 1, MOST_N) or 1, output=read_response_format(body.get("response_format")),
         tools=tools, tool_choice=read_tool_call(body, tools, syntax.separators), logprobs=logprobs,
-        top_logprobs=top or 0, syntax=syntax)
+        top_logprobs=top or 0, syntax=syntax, tags=_tags(body.get("chatdb")))
 
 
 def _messages(messages) -> list[ChatMessage]:
@@ -102,6 +104,27 @@ def _messages(messages) -> list[ChatMessage]:
         out.append(ChatMessage(ROLES[role], _content(content, f"{where}.content"), calls,
                                call_id if role == "tool" else None))
     return out
+
+
+def _tags(extension) -> list[str]:
+    """chatdb's own part of a request: {"tags": [TAG, ...]} for the conversation it lands in."""
+    if extension is None:
+        return []
+    if not isinstance(extension, dict):
+        raise bad_field("chatdb", "'chatdb' must be an object: {\"tags\": [...]}")
+    for key in extension:
+        if key != "tags":
+            raise bad_field(f"chatdb.{key}", f"'chatdb.{key}' is not a field chatdb serve knows "
+                            "(it takes 'chatdb.tags')", "unsupported_parameter")
+    tags = extension.get("tags") or []
+    if not isinstance(tags, list):
+        raise bad_field("chatdb.tags", "'chatdb.tags' must be an array of strings")
+    for i, tag in enumerate(tags):
+        try:
+            tag_name(tag)
+        except TagError as exc:
+            raise bad_field(f"chatdb.tags[{i}]", f"'chatdb.tags[{i}]': {exc}") from None
+    return tags
 
 
 def _tool_calls(calls, where: str) -> list:

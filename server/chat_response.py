@@ -88,9 +88,12 @@ def chatdb_fields(outcomes: list) -> dict:
               "reused_messages": p.reused, "added_messages": len(p.path) - p.reused,
               "kv_source": r.kv_source, "restored_tokens": r.restored_tokens,
               "computed_tokens": r.computed_tokens, "status": r.status,
-              "batch": outcomes[0].batch, "speculative": r.speculative}
+              "batch": outcomes[0].batch, "speculative": r.speculative,
+              "window": {"first_message_id": r.window_first,
+                         "left_out_messages": r.left_out_messages}}
     if len(outcomes) > 1:
         fields["message_ids"] = [o.result.message_id for o in outcomes]
+        fields["speculative_each"] = [o.result.speculative for o in outcomes]
     return fields
 
 

@@ -75,7 +75,8 @@ def chat_turn(req: ChatRequest, defaults: SamplingSettings, n_vocab: int, client
     messages = archived_messages(req)
     sampling = sampling_of(req, defaults, n_vocab, vocab)
     turn = TurnRequest(messages=messages, sampling=sampling, stop=req.sampling.stop,
-                       title=_title(messages), meta={"client": client, "via": "chatdb serve"})
+                       title=_title(messages), meta={"client": client, "via": "chatdb serve"},
+                       tags=req.tags)
     turn.siblings = siblings(turn, req.n, parallel)
     return turn
 

@@ -34,7 +34,6 @@ RECORD_REOPENING = "INSERT INTO kv_reopenings (at, restored_tokens, reusable_tok
 KEEP_REOPENINGS = 1000   # rows kept: more than the report reads
 TRIM_REOPENINGS = "DELETE FROM kv_reopenings WHERE id <= (SELECT max(id) FROM kv_reopenings) - ?"
 WAL_SHARE = 20   # a log past 1/WAL_SHARE of the budget is checkpointed after a store
-DELETE_SEGMENT = "DELETE FROM kv_segments WHERE message_id = ? AND fingerprint = ? AND kind = ?"
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ class KVKeeping:
 
     def drop(self, victims: "list[eviction.Victim]") -> None:
         for victim in victims:
-            self.conn.execute(DELETE_SEGMENT, (victim.message_id, victim.fingerprint, victim.kind))
+            self.archive.kv.delete(victim.message_id, victim.fingerprint, victim.kind)
 
     def prune(self, span: int = eviction.DEFAULT_SPAN) -> Pruned:
         """Apply the budget now (nothing is protected), then give the free pages back."""

@@ -28,6 +28,7 @@ from .filters import make_filters
 from .query import match_expression
 from .ranking import best_matches
 from .snippets import mark, snippets_for
+from .tag_terms import split_tags
 from .textindex import MARK_END, MARK_START
 
 __all__ = ["Hit", "MARK_END", "MARK_START", "SearchError", "mark", "search"]
@@ -64,16 +65,21 @@ CONVERSATION_TITLE = "SELECT title FROM conversations WHERE id = ?"
 
 def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
            conversation_id: "int | None" = None, role: "str | None" = None,
-           since: "str | None" = None, until: "str | None" = None) -> list[Hit]:
+           since: "str | None" = None, until: "str | None" = None, tags=(),
+           owner: "str | None" = None) -> list[Hit]:
     """The best `limit` messages for `query`, best first; [] for a blank query.
+
+    tags (and `tag:NAME` in the query): only in what the conversations carrying
+    all of them reach.
 
     since/until: ISO 8601 times or dates, UTC unless they say otherwise; a
     date as `until` includes that whole day. Raises SearchError for
     impossible arguments and NotFound for a conversation that does not
     exist; never for the query's syntax.
     """
+    query, named = split_tags(query)
     with interruptible(conn), read_snapshot(conn):
-        filters = make_filters(conn, limit, conversation_id, role, since, until)
+        filters = make_filters(conn, limit, conversation_id, role, since, until, [*tags, *named], owner)
         match = match_expression(conn, query)
         if match is None:
             return []

@@ -26,6 +26,7 @@ from .meaning import Near, nearest
 from .query import match_expression
 from .ranking import HIT_ROWS, best_matches
 from .snippets import ELLIPSIS, snippets_for
+from .tag_terms import split_tags
 from .textindex import NO_MARKS
 
 BY = ("words", "meaning", "both")
@@ -60,7 +61,8 @@ class RankedHit(Hit):
 def search(conn: sqlite3.Connection, query: str, *, by: str = "both",
            meaning: "Meaning | None" = None, limit: int = 20,
            conversation_id: "int | None" = None, role: "str | None" = None,
-           since: "str | None" = None, until: "str | None" = None) -> list[RankedHit]:
+           since: "str | None" = None, until: "str | None" = None, tags=(),
+           owner: "str | None" = None) -> list[RankedHit]:
     """The best `limit` messages for `query` by words, meaning or both, best first.
 
     Raises SearchError as fulltext.search does (a query of too many words
@@ -68,14 +70,16 @@ def search(conn: sqlite3.Connection, query: str, *, by: str = "both",
     """
     if by not in BY:
         raise SearchError(f"by must be one of {', '.join(BY)}, not {by!r}")
+    query, named = split_tags(query)   # `meaning` is the caller's: of the query without them
+    tags = [*tags, *named]
     if by == "words":
         hits = fulltext.search(conn, query, limit=limit, conversation_id=conversation_id,
-                               role=role, since=since, until=until)
+                               role=role, since=since, until=until, tags=tags, owner=owner)
         return [RankedHit(**hit.__dict__, words_rank=i) for i, hit in enumerate(hits, 1)]
     if meaning is None:
         raise SearchError(f"a search by {by} needs an embedding model")
     with read_snapshot(conn):
-        filters = make_filters(conn, limit, conversation_id, role, since, until)
+        filters = make_filters(conn, limit, conversation_id, role, since, until, tags, owner)
         match = match_expression(conn, query)  # a bad query fails as by words
         if match is None:
             return []

@@ -1,6 +1,7 @@
 """Reading chatdb's own export (export_json) back into import records, an entry at a time."""
 
 from ..records import ROLES, STATUSES
+from ..tags import TagError, tag_name
 from .export_json import FORMAT, VERSION
 from .records import ConversationRecord, MessageRecord, conversation_label, fail, get, timestamp
 
@@ -36,8 +37,23 @@ def read_chatdb_conversation(number: int, raw) -> ConversationRecord:
         # "system_prompt" is not read: it repeats the root system message, which is imported.
         model=get(raw, "model", str, where, required=False),
         meta=get(raw, "meta", dict, where, required=False) or {},
+        tags=_tags(raw, where),
+        pinned=get(raw, "pinned", bool, where, required=False) or False,
+        archived=get(raw, "archived", bool, where, required=False) or False,
+        owner=get(raw, "owner", str, where, required=False),
         where=where,
     )
+
+
+def _tags(raw: dict, where: str) -> list[str]:
+    """The conversation's tags (absent in exports made before chatdb had them)."""
+    tags = get(raw, "tags", list, where, required=False) or []
+    for tag in tags:
+        try:
+            tag_name(tag)
+        except TagError as exc:
+            raise fail(where, f'"tags": {exc}') from None
+    return tags
 
 
 def _message(index: int, raw, conv_uid: str, conv_where: str) -> MessageRecord:

@@ -50,6 +50,7 @@ def read_chatgpt_conversation(number: int, raw) -> ConversationRecord:
         messages=messages,
         model=get(raw, "default_model_slug", str, where, required=False),
         meta={"imported_from": "chatgpt"},
+        archived=get(raw, "is_archived", bool, where, required=False) or False,
         where=where,
         skipped=skipped,
     )

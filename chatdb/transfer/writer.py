@@ -61,8 +61,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 # commit: PRAGMA defer_foreign_keys), once, with its head: an UPDATE of each row
 # afterwards cost as much as writing all its messages.
 INSERT_CONVERSATION = """
-INSERT INTO conversations (id, uid, title, head_id, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (id, uid, title, head_id, model, created_at, updated_at, meta,
+                           pinned, archived, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 SETTLE_CONVERSATION = "UPDATE conversations SET head_id = ?, meta = ? WHERE id = ?"
 SET_OWNER = "UPDATE messages SET conversation_id = ? WHERE id IN (SELECT value FROM json_each(?))"
 
@@ -109,6 +110,7 @@ class ImportWriter:
 
     def __init__(self, archive: Archive, report: ImportReport):
         self.conn = archive.conn
+        self.tags = archive.tags
         self.report = report
         last = self.conn.execute(q.LAST_MESSAGE_ID).fetchone()[0]
         self._next_id = self._first_new = last + 1   # ids from here on are this import's
@@ -152,7 +154,10 @@ class ImportWriter:
         head_id, meta = settled or (None, meta_json(None))
         self.conn.execute(INSERT_CONVERSATION, (
             conv_id, record.uid, record.title, head_id, record.model, record.created_at,
-            record.updated_at or record.created_at, meta))
+            record.updated_at or record.created_at, meta, int(record.pinned), int(record.archived),
+            record.owner))
+        if record.tags:
+            self.tags.add(conv_id, record.tags)
         self._next_conversation += 1
         self.report.conversations += 1
         written = self._orphans.pop(record.uid, None)

@@ -136,6 +136,12 @@ def _conversation(archive, args, text: str) -> "tuple[int, bool]":
     return archive.create_conversation(output.title_of(text), system_prompt=args.system).id, True
 
 
+def window_json(result) -> dict:
+    """The part of the path the model saw: its first message after the system prompt
+    (an id, as `chatdb show` gives them) and how many before it were left out."""
+    return {"first_message_id": result.window_first, "left_out_messages": result.left_out_messages}
+
+
 def as_json(result) -> dict:
     return {
         "conversation_id": result.conversation_id,
@@ -153,5 +159,6 @@ def as_json(result) -> dict:
                     "total_ms": result.total_ms},
         "speculative": result.speculative,
         "left_out_messages": result.left_out_messages,
+        "window": window_json(result),
         "warnings": result.warnings,
     }

@@ -60,6 +60,8 @@ def _print(report: dict) -> None:
     for d in hw["devices"]:
         mem = f"{d['memory_free'] / 2**30:.1f} of {d['memory_total'] / 2**30:.1f} GiB free"
         p(f"  device {d['name']} ({d['type']}, {d['backend']}): {d['description']}; {mem}")
+    if hw.get("cpu_fallback"):
+        p(f"  {hw['cpu_fallback']}")
     p(f"cores: {hw['physical_cores']} physical, {hw['logical_cores']} logical; "
       f"GPU offload supported: {'yes' if hw['gpu_offload'] else 'no'}")
     p(f"model: {model['path']}")
@@ -82,5 +84,5 @@ def _print(report: dict) -> None:
       + (f", window {window} tokens)" if window else ")")
       + (f", {per_token} bytes per token" if per_token else "")
       + (f" + {kv['window_bytes_per_token']} per token of each message's last window" if window else "")
-      + f"; fingerprint {kv['fingerprint']}")
+      + f"; held in {kv['held_in']}; fingerprint {kv['fingerprint']}")
     p(f"KV budget: {kv['budget']}; {format_size(kv['stored_bytes'])} stored (`chatdb kv` tells more)")

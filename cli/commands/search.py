@@ -3,6 +3,8 @@
 from chatdb.records import ROLES
 from chatdb.search.fulltext import MARK_END, MARK_START, mark
 from chatdb.search.hybrid import BY, search
+from chatdb.search.tag_terms import split_tags
+from chatdb.tags import TagError, tag_keys
 
 from .. import output, refs
 from ..meaning import MeaningSearch, add_embed_option
@@ -16,7 +18,9 @@ by its words (full-text, bm25) and by its meaning (the cosine similarity of
 embeddings), the two rankings fused. Without --by: both where the archive
 has an index by meaning (`chatdb index` builds it; new messages are added
 as they are written), else words. FTS5 syntax works ("a phrase", prefix*,
-OR, NOT, NEAR(...)); other text is searched as plain words.
+OR, NOT, NEAR(...)); other text is searched as plain words. `tag:NAME` (or
+tag:"two words") in the query, like --tag, keeps to the conversations with
+that tag.
 
 In the snippets, matched words are highlighted in a terminal and wrapped in
 {JSON_MARK} otherwise (NO_COLOR set, output not a terminal, or --json). A
@@ -39,15 +43,29 @@ def register(subparsers) -> None:
                         help="at most N hits (default 20)")
     parser.add_argument("--conv", metavar="CONV", help="only in this conversation (number or uid)")
     parser.add_argument("--role", choices=ROLES, help="only messages by this role")
+    parser.add_argument("--user", metavar="NAME",
+                        help="only what this shared server user's conversations reach")
     parser.add_argument("--since", metavar="DATE", help="only messages from DATE on")
     parser.add_argument("--until", metavar="DATE", help="only messages up to DATE")
+    parser.add_argument("--tag", action="append", default=[], metavar="TAG",
+                        help="only in conversations with this tag (repeat it: all must match; "
+                             "tag:NAME in the query says the same)")
     parser.add_argument("--by", choices=BY, help="rank by words, meaning or both (default: both "
                         "where the archive has an index by meaning, else words)")
     add_embed_option(parser)
 
 
 def run(args) -> int:
-    text = " ".join(args.query)
+    text, tags = split_tags(" ".join(args.query))
+    tags += args.tag
+    try:
+        tag_keys(tags)
+    except TagError as exc:
+        output.error(str(exc))
+        return 2
+    if tags and not text.strip():
+        output.error("give the words to look for: a tag only narrows a search")
+        return 2
     with open_archive(args) as archive:
         conv_id = refs.conversation(archive, args.conv).id if args.conv else None
         meaning = MeaningSearch(archive, args.embed_model) if args.by != "words" else None
@@ -56,7 +74,7 @@ def run(args) -> int:
             hits = search(archive.conn, text, by=by,
                           meaning=meaning.query(text) if by != "words" and text.strip() else None,
                           limit=args.limit, conversation_id=conv_id, role=args.role,
-                          since=args.since, until=args.until)
+                          since=args.since, until=args.until, tags=tags, owner=args.user)
         finally:
             if meaning:
                 meaning.close()

@@ -2,7 +2,8 @@
 
 A command's `complete` names its argument's kind: conversation (titles and
 #ids), message / user_message (numbers of the current path), hit (numbers
-of the last /search), setting (NAME=), path (files), command (for /help).
+of the last /search), setting (NAME=), path (files), command (for /help), tag
+(the archive's tags), own_tag (the current conversation's).
 """
 
 from prompt_toolkit.completion import Completer, Completion, PathCompleter
@@ -57,6 +58,22 @@ class ConsoleCompleter(Completer):
             elif arg.casefold() in row.title.casefold():
                 yield Completion(row.title if unique else tag, -len(arg),
                                  display=row.title or "(untitled)", display_meta=tag)
+
+    def tag(self, arg: str):
+        yield from self._tags(arg, [name for name, _ in self.session.archive.tags.counts()])
+
+    def own_tag(self, arg: str):
+        conv_id = self.session.conv_id
+        yield from self._tags(arg, self.session.archive.tags.of(conv_id) if conv_id else [])
+
+    def _tags(self, arg: str, names: list[str]):
+        """The tag being written (the last word, or a quoted one still open)."""
+        word = arg[arg.rfind('"'):] if arg.count('"') % 2 else arg.split(" ")[-1]
+        typed = word.lstrip('"').casefold()
+        for name in names:
+            if name.casefold().startswith(typed):
+                text = f'"{name}"' if " " in name or word.startswith('"') else name
+                yield Completion(text, -len(word), display=name)
 
     def message(self, arg: str, user_only: bool = False):
         for n, m in enumerate(self.session.numbered(), 1):

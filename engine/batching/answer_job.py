@@ -58,6 +58,10 @@ class AnswerJob(Job):
                    conversation_id=conversation_id, user_message_id=user_message_id, head=head,
                    prepared=prepared, **callbacks)
 
+    @property
+    def answering(self) -> "tuple[int, int]":
+        return self.conversation_id, self.prepared.path[-1].id
+
     def answered(self, gen: Generation, figures: SlotFigures, held: int) -> "list[int] | None":
         """Commit the answer, build the result; the answer's tail, which the model has not
         seen, to feed before storing (None: nothing to store)."""
@@ -67,9 +71,12 @@ class AnswerJob(Job):
         message_id, answer = self._commit(gen)
         window, restored = self.prepared.window, figures.restored
         self.reopened = reopening(restored.source, restored.restored_tokens, self.prepared)
+        path = self.prepared.path
+        after_system = path[1:] if path and path[0].role == "system" else path
         self.result = TurnResult.of(self.conversation_id, self.user_message_id, message_id, gen,
                                     figures, len(self.prompt), self.started, self.warnings,
-                                    window.left_out)
+                                    window.left_out, after_system[window.left_out].id,
+                                    len(after_system) + 1)
         if answer is None:
             return None
         tail = answer[held - len(window.tokens.flat()):]

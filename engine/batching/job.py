@@ -54,7 +54,9 @@ class TurnResult:
     ttft_ms: float
     decode_tokens_per_s: float
     total_ms: float
-    left_out_messages: int = 0
+    left_out_messages: int = 0       # of the path after its system prompt, from the start
+    window_first: "int | None" = None   # the first message after the system prompt in context
+    path_messages: int = 0           # on the answer's path after its system prompt, it included
     restored_ahead: bool = False
     warnings: list = field(default_factory=list)
     speculative: dict = field(default_factory=dict)
@@ -63,7 +65,8 @@ class TurnResult:
     @classmethod
     def of(cls, conversation_id, user_message_id, message_id, gen: Generation, figures,
            prompt_tokens: int, started: float, warnings: list,
-           left_out_messages: int = 0) -> "TurnResult":
+           left_out_messages: int = 0, window_first: "int | None" = None,
+           path_messages: int = 0) -> "TurnResult":
         """The result of an answer `gen`, whose turn began at `started` (perf_counter) and
         whose slot reported `figures` (job.SlotFigures)."""
         end = time.perf_counter()
@@ -77,7 +80,8 @@ class TurnResult:
             ttft_ms=round(((gen.first_token_at or end) - started) * 1000, 2),
             decode_tokens_per_s=round(gen.decode_tokens_per_s, 2),
             total_ms=round((end - started) * 1000, 2),
-            left_out_messages=left_out_messages, restored_ahead=restored.ahead,
+            left_out_messages=left_out_messages, window_first=window_first,
+            path_messages=path_messages, restored_ahead=restored.ahead,
             warnings=list(warnings), speculative=dict(figures.speculative), logprobs=gen.logprobs)
 
 
@@ -139,6 +143,7 @@ class Job:
     path: "PathTokens | None" = None          # the prompt's messages: restored from, stored under
     window_key: "str | None" = None           # what a window's KV is stored under (window.py)
     question_end: "int | None" = None         # a message boundary whose state storing wants
+    owner: "str | None" = None                # whose KV it may reuse (TurnRequest.owner)
     started: float = field(default_factory=time.perf_counter)
     result: "TurnResult | None" = None
     error: "BaseException | None" = None
@@ -151,6 +156,12 @@ class Job:
     @property
     def answers(self) -> bool:
         return self.sampling is not None
+
+    @property
+    def answering(self) -> "tuple[int, int] | None":
+        """(conversation id, message id) of the archive's message answered (None: a
+        completion, outside the tree); the archive drafter guesses from its relatives."""
+        return None
 
     @property
     def restore_limit(self) -> int:

@@ -164,11 +164,13 @@ class RequestLoop:
         given the placement as soon as it is made."""
         engine, jobs, placement = self.engine, [], None
         if request.prompt is None:
-            placement = engine.place(request.messages, request.title, request.meta)
+            placement = engine.place(request.messages, request.title, request.meta, request.tags,
+                                     request.owner, request.share_prefix)
             placed.append(placement)
         for each in [request] + request.siblings:
             callbacks = dict(stop=list(each.stop), on_text=each.on_text, on_logprob=each.on_logprob,
                              cancelled=each.cancelled.is_set, follows=jobs[0] if jobs else None,
+                             owner=request.owner,
                              on_end=lambda job, each=each: self._ended(each, placement, job))
             if placement is None:
                 jobs.append(engine.completion_job(request.prompt, each.sampling, **callbacks))

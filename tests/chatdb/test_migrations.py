@@ -18,12 +18,12 @@ TABLES = {"conversations", "messages", "message_tokens", "kv_segments",
 NOTES_0002 = """
 -- Notes per conversation; a trigger whose body holds ';' and a string with one.
 ALTER TABLE conversations ADD COLUMN notes TEXT NOT NULL DEFAULT '';
-CREATE TABLE tags (
+CREATE TABLE notes_tags (
     conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
     tag TEXT NOT NULL, PRIMARY KEY (conversation_id, tag)
-) WITHOUT ROWID; CREATE INDEX tags_by_tag ON tags(tag);
+) WITHOUT ROWID; CREATE INDEX tags_by_tag ON notes_tags(tag);
 CREATE TRIGGER tag_new_conversations AFTER INSERT ON conversations BEGIN
-    INSERT INTO tags (conversation_id, tag) VALUES (new.id, 'new;untriaged');
+    INSERT INTO notes_tags (conversation_id, tag) VALUES (new.id, 'new;untriaged');
     UPDATE conversations SET notes = 'tagged' WHERE id = new.id;
 END;
 -- trailing comment; nothing after it
@@ -127,7 +127,7 @@ def test_upgrade_applies_only_the_new_migration_and_keeps_the_data(
         # Every statement ran, the trigger with its ';' inside whole.
         new = archive.create_conversation("new")
         assert [tuple(r) for r in archive.conn.execute(
-            "SELECT tag FROM tags WHERE conversation_id = ?", (new.id,))] == [("new;untriaged",)]
+            "SELECT tag FROM notes_tags WHERE conversation_id = ?", (new.id,))] == [("new;untriaged",)]
         assert archive.conn.execute(
             "SELECT notes FROM conversations WHERE id = ?", (new.id,)).fetchone()[0] == "tagged"
         assert archive.conn.execute(
@@ -360,9 +360,14 @@ def test_statements_splits_like_sqlite():
 def test_0009_keeps_kv_stored_before_it_readable(db_path, migrations_package, assert_sound):
     older = migrations_package(files_of(m for m in available() if m.version < 9))
     raw = bytes(range(256)) * 8
-    with Archive(connect(db_path, available(older)), db_path) as archive:
-        conv = archive.create_conversation("old")
-        question = archive.add_message(conv.id, "user", "hello")
+    with Archive(connect(db_path, available(older)), db_path) as archive, archive.transaction():
+        # Rows as that schema has them (the archive's code writes today's columns).
+        archive.conn.execute("INSERT INTO conversations (id, uid, title, created_at, updated_at) "
+                             "VALUES (1, 'c1', 'old', 't', 't')")
+        archive.conn.execute("INSERT INTO messages (id, uid, parent_id, root_id, conversation_id, "
+                             "depth, role, content, created_at) "
+                             "VALUES (1, 'm1', NULL, 1, 1, 0, 'user', 'hello', 't')")
+        question = archive.message(1)
         encoded = encode(raw)
         archive.conn.execute(   # as the code before 0009 wrote a segment
             "INSERT INTO kv_segments (message_id, fingerprint, kind, n_tokens, codec, raw_size, "
@@ -374,6 +379,6 @@ def test_0009_keeps_kv_stored_before_it_readable(db_path, migrations_package, as
         assert bytes(archive.kv.get(question.id, "fp").decode()) == raw
         assert archive.kv.usage("fp").raw_bytes == len(raw)
         # Deleting it (no shared run named) leaves the archive sound.
-        archive.delete_conversation(conv.id)
+        archive.delete_conversation(1)
         assert archive.kv.usage().segments == 0
         assert_sound(archive.conn)

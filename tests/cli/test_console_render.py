@@ -41,7 +41,9 @@ def test_the_line_after_an_answer_says_how_the_context_was_obtained():
     assert "interrupted: the partial answer is kept" in turn_line(
         result(status="interrupted", finish="cancelled"))
     assert "stopped at max_tokens" in turn_line(result(finish="length"))
-    assert "2 oldest messages left out" in turn_line(result(left_out_messages=2))
+    assert "window: messages 3-40 of 40 (2 oldest left out" in turn_line(
+        result(left_out_messages=2, path_messages=40))
+    assert "window" not in turn_line(result(path_messages=40))
 
 
 def test_session_totals():

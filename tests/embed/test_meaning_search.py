@@ -178,3 +178,20 @@ def test_the_passes_over_sign_bits_keep_the_nearest():
     assert len(kept) >= 1_000 and set(np.flatnonzero(distance < distance[kept].max())) <= set(kept)
     exact = set(np.argsort(-(vectors @ query))[:10])
     assert exact <= set(narrowed(bits, query, 5_000, 300))
+
+
+@pytest.mark.parametrize("by", ["meaning", "both"])
+def test_meaning_and_both_keep_to_a_tag(indexed, embedder, by):
+    archive, convs, m = indexed
+    archive.tags.add(convs["baking"], ["kitchen"])
+    query = "fixing unreliable transfers to cloud storage"   # the uploads chat, by meaning
+    assert by_meaning(archive, embedder, m.model_id, query, by=by, limit=3)[0].conversation_id \
+        == convs["uploads"]
+    tagged = by_meaning(archive, embedder, m.model_id, query, by=by, tags=["Kitchen"])
+    assert {h.conversation_id for h in tagged} <= {convs["baking"]}
+    named = search(archive.conn, f"tag:kitchen {query}", by=by,
+                   meaning=Meaning(m.model_id, embedder.embed_query(query)))
+    assert [h.message_id for h in named] == [h.message_id for h in tagged]
+    archive.tags.add(convs["uploads"], ["kitchen"])
+    again = by_meaning(archive, embedder, m.model_id, query, by=by, tags=["kitchen"], limit=3)
+    assert again[0].conversation_id == convs["uploads"]

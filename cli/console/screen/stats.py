@@ -40,8 +40,15 @@ def turn_line(r) -> str:
     if drafted:
         parts.append(f"{r.speculative['accepted']} of {drafted} drafted tokens accepted")
     if r.left_out_messages:
-        parts.append(f"{r.left_out_messages} oldest messages left out of the context")
+        parts.append(window_phrase(r))
     return " · ".join(parts)
+
+
+def window_phrase(r) -> str:
+    """`window: messages 12-40 of 40`: what the model saw of the path, numbered as /history
+    numbers it (the messages before the first are no longer in its context)."""
+    return (f"window: messages {r.left_out_messages + 1}-{r.path_messages} of {r.path_messages} "
+            f"({r.left_out_messages} oldest left out of the context)")
 
 
 def percentile(values: list[float], share: float) -> float:

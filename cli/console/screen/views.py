@@ -17,16 +17,19 @@ def preview(text: str, width: int = PREVIEW_WIDTH) -> str:
     return output.shorten(text, width)
 
 
-def heading(r, n: "int | None", m: Message, marked: bool = False) -> str:
+def heading(r, n: "int | None", m: Message, marked: bool = False, unseen: bool = False) -> str:
     number = f"[{n}] " if n is not None else ""
     about = f"{number}{ROLE_NAMES.get(m.role, m.role)} · {output.minute(m.created_at)}"
     if m.status != "complete":
         about += f" · {m.status}"
+    if unseen:
+        about += " · no longer seen by the model"
     return r.bold(about + "  ◀") if marked else r.dim(about)
 
 
-def show_message(r, n: "int | None", m: Message, marked: bool = False) -> None:
-    r.line(heading(r, n, m, marked))
+def show_message(r, n: "int | None", m: Message, marked: bool = False,
+                 unseen: bool = False) -> None:
+    r.line(heading(r, n, m, marked, unseen))
     r.line(output.safe(m.content).rstrip())
 
 

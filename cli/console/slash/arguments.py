@@ -45,7 +45,7 @@ def _listed(session, n: int) -> int:
 
 
 def _by_title(session, text: str) -> int:
-    rows = session.archive.list_conversations()
+    rows = session.archive.list_conversations(archived=None)   # archived ones too
     exact = [r for r in rows if r.title.casefold() == text.casefold()]
     found = exact or [r for r in rows if text.casefold() in r.title.casefold()]
     if len(found) == 1:

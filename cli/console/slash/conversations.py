@@ -1,6 +1,7 @@
 """/new, /list, /switch, /rename, /delete."""
 
 from ... import output
+from ...tag_text import tag_list
 from ..screen.views import plural, show_recent
 from .arguments import UsageError, conversation_id, whole_number
 from .command import Command
@@ -26,8 +27,10 @@ def list_(session, arg: str) -> None:
         mark = "*" if row.id == session.conv_id else " "
         title = output.one_line(row.title) or "(untitled)"
         when = r.dim(output.minute(row.updated_at))
-        line = f"{mark}{n:>3}  {'#' + str(row.id):<{id_width}}  {when}  {row.message_count:>4} msg  {title}"
-        r.line(r.bold(line) if row.id == session.conv_id else line)
+        pin = "pinned " if row.pinned else ""
+        line = f"{mark}{n:>3}  {'#' + str(row.id):<{id_width}}  {when}  {row.message_count:>4} msg  {pin}{title}"
+        tags = r.dim("  " + tag_list(row.tags)) if row.tags else ""
+        r.line((r.bold(line) if row.id == session.conv_id else line) + tags)
     total = session.archive.count_conversations()
     if total > len(rows):
         r.note(f"{len(rows)} most recent of {total:,}; /list N shows more")
@@ -71,8 +74,9 @@ def delete(session, arg: str) -> None:
 
 COMMANDS = [
     Command("new", "[TITLE]", "start a new conversation (saved with its first message)", new),
-    Command("list", "[N]", "conversations, most recent first, numbered for /switch", list_,
-            details="Shows the 20 most recent, or N. The current one is marked with *."),
+    Command("list", "[N]", "conversations, pinned first, then most recent, numbered for /switch", list_,
+            details="Shows the 20 most recent, or N: pinned ones first, with their tags.\n"
+                    "The current one is marked with *; archived ones are left out."),
     Command("switch", "N|#ID|TITLE", "continue another conversation", switch,
             complete="conversation",
             details="N: its number in the last /list. #ID: its id (as `chatdb list` shows).\n"

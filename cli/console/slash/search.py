@@ -2,6 +2,7 @@
 
 from chatdb.search.fulltext import MARK_END, MARK_START, mark
 from chatdb.search.hybrid import BY, search
+from chatdb.search.tag_terms import split_tags
 
 from ... import output
 from ..screen.render import MARKED
@@ -22,8 +23,12 @@ def search_(session, arg: str) -> None:
     by, note = session.meaning.choose_by(asked) if session.meaning else ("words", None)
     if note and session.first_note_of_no_index():
         r.note(note)
-    meaning = session.meaning.query(arg) if by != "words" else None
-    session.remember_hits(search(session.archive.conn, arg, by=by, meaning=meaning, limit=HITS))
+    words, tags = split_tags(arg)   # tag:NAME keeps to conversations with that tag
+    if not words.strip():
+        raise UsageError("give the words to look for (tag:NAME only narrows a search)")
+    meaning = session.meaning.query(words) if by != "words" and words else None
+    session.remember_hits(search(session.archive.conn, words, by=by, meaning=meaning,
+                                 limit=HITS, tags=tags))
     if not session.hits:
         r.line(f"no messages match {arg!r}")
         return

@@ -6,7 +6,7 @@ commands as COMMANDS (command.py).
 
 import difflib
 
-from . import conversations, info, search, settings, tree
+from . import conversations, info, organising, search, settings, tree
 from .arguments import UsageError
 from .command import Command
 
@@ -22,7 +22,7 @@ A message that starts with / is sent by doubling it: //etc/hosts is sent as /etc
 def by_name() -> dict[str, Command]:
     """Every command by name and alias, in /help order (built on first use)."""
     if not _TABLE:
-        for group in (conversations, tree, search, settings, info):
+        for group in (conversations, organising, tree, search, settings, info):
             for command in group.COMMANDS:
                 _TABLE[command.name] = command
         _TABLE["help"] = Command("help", "[COMMAND]", "this list, or more about one command",
