@@ -62,8 +62,8 @@ class Engine:
         self.sampling = sampling or SamplingSettings()   # for turns that pass none; set_sampling
         self.warnings: list[str] = []   # raised during the turn under way (or the last one)
         self._warn_cb = warn
-        if report.without_gpu():   # a GPU build running on the CPU: said once, at the start
-            self.warn(report.without_gpu())
+        if hardware_report.without_gpu():   # a GPU build running on the CPU: said once, at the start
+            self.warn(hardware_report.without_gpu())
         model_fp = file_fingerprint(model.path, archive.fingerprints)
         self.chat_format = ChatFormat.of(model)
         self.tokenizer = tokenizer_id(self.chat_format.template, model_fp)
