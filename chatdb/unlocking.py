@@ -80,6 +80,8 @@ def is_blank(path: Path) -> bool:
 
 
 def unlock(conn, key: "cipher.Key", salt: "bytes | None", path: Path) -> None:
+    """Give a new SQLCipher connection the key of the file at `path` (its salt), or of a new
+    file (None), and test it with the first read: KeyNeeded if it does not open the file."""
     conn.execute("PRAGMA cipher_log_level = NONE")   # a wrong key is chatdb's one line, not a log
     try:
         for pragma in key.pragmas(salt):
