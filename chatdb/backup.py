@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import dbapi, whole_files
-from .connection import blank_like, write_failure
+from .connection import write_failure
+from .unlocking import blank_like
 from .errors import BadInput, ChatdbError
 
 PARTIAL = ".partial"

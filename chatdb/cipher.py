@@ -6,8 +6,15 @@ begins with "SQLite format 3". SQLCipher stretches a passphrase with PBKDF2
 (HMAC-SHA512, 256,000 rounds) on every connection, some 0.15 s; chatdb opens
 several (the KV writer, the embedder, the server's), so it derives the page key
 once a process with the same function and parameters (hashlib's) and hands
-SQLCipher the raw key. Pages are 32 KiB, as in a plain archive; SQLCipher keeps
-no page size in the file, so it is set again at every open.
+SQLCipher the raw key.
+
+SQLCipher keeps none of its settings in the file: they are given again at every
+open. Pages are 32 KiB, as in a plain archive. Each page is authenticated with
+HMAC-SHA256 rather than SQLCipher 4's default SHA-512: as strong a MAC, and the
+CPU's SHA instructions make reading pages 2.4x faster (KV state is megabytes).
+A decrypted page costs a decryption to read again, where a plain one comes from
+the OS's cache: encrypted connections keep up to 64 MiB of pages decrypted (a
+search's index pages stay warm), against SQLite's 2 MiB.
 
 The passphrase comes from $CHATDB_KEY, or from what a front-end read (a key file,
 a prompt) and gave `use()`. It is never put in SQL, a message or the archive:
@@ -25,6 +32,9 @@ PLAIN_MAGIC = b"SQLite format 3\x00"
 SALT_BYTES = 16
 KDF_HASH, KDF_ROUNDS, KEY_BYTES = "sha512", 256_000, 32   # SQLCipher 4's defaults
 CIPHER_PAGE_SIZE = 32768
+# Per open, of main or an attached file (after its key, before its first read).
+SETTINGS = (f"cipher_page_size = {CIPHER_PAGE_SIZE}", "cipher_hmac_algorithm = HMAC_SHA256")
+CACHE_KIB = 65536
 ENV = "CHATDB_KEY"
 
 
@@ -44,7 +54,8 @@ class Key:
 
     def pragmas(self, salt: "bytes | None") -> "tuple[str, ...]":
         """What opens a file with this key: one whose salt is `salt`, or (None) a new one."""
-        return (f"PRAGMA key = \"{self.raw(salt)}\"", f"PRAGMA cipher_page_size = {CIPHER_PAGE_SIZE}")
+        return (f"PRAGMA key = \"{self.raw(salt)}\"", *(f"PRAGMA {s}" for s in SETTINGS),
+                f"PRAGMA cache_size = -{CACHE_KIB}")
 
     def raw(self, salt: "bytes | None") -> str:
         """SQLCipher's raw key for the file with `salt`; for a new file (None), with a new salt."""

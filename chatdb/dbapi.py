@@ -13,3 +13,5 @@ from sqlcipher3 import dbapi2 as sqlcipher
 Error = (sqlite3.Error, sqlcipher.Error)
 DatabaseError = (sqlite3.DatabaseError, sqlcipher.DatabaseError)
 OperationalError = (sqlite3.OperationalError, sqlcipher.OperationalError)
+ProgrammingError = (sqlite3.ProgrammingError, sqlcipher.ProgrammingError)
+Warning = (sqlite3.Warning, sqlcipher.Warning)

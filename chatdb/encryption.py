@@ -20,7 +20,8 @@ from pathlib import Path
 from sqlcipher3 import dbapi2 as sqlcipher
 
 from . import cipher, content_hash, whole_files
-from .connection import INCREMENTAL, PAGE_SIZE, unlock, write_failure
+from .connection import INCREMENTAL, PAGE_SIZE, write_failure
+from .unlocking import unlock
 from .errors import BadInput, ChatdbError
 
 SUFFIX = ".converting"
@@ -99,7 +100,8 @@ def _export(source, temporary: Path, key: "cipher.Key | None") -> None:
                    (str(temporary), key.raw(None) if key else ""))
     try:
         if key is not None:
-            source.execute(f"PRAGMA converted.cipher_page_size = {cipher.CIPHER_PAGE_SIZE}")
+            for setting in cipher.SETTINGS:
+                source.execute(f"PRAGMA converted.{setting}")
         source.execute(f"PRAGMA converted.page_size = {PAGE_SIZE}")
         source.execute(f"PRAGMA converted.auto_vacuum = {INCREMENTAL}")
         source.execute("BEGIN IMMEDIATE")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from chatdb import cipher, dbapi
 from chatdb.archive import Archive
-from chatdb.connection import KeyNeeded
+from chatdb.unlocking import KeyNeeded
 from chatdb.errors import ChatdbError
 from chatdb.paths import default_db_path
 

@@ -11,7 +11,6 @@ import pytest
 from chatdb.archive import Archive
 from chatdb.cipher import PLAIN_MAGIC
 
-from ..chatdb_command import chatdb_argv
 from .conftest import PROCESS_TIMEOUT, REPO
 from .test_console_pty import Terminal
 
@@ -68,6 +67,9 @@ def test_encrypt_in_place_then_every_command_needs_the_key(chatdb, db_path, arch
     with_env = {"CHATDB_KEY": PASSPHRASE}
     hits = chatdb("search", "Kyoto", "--json", env=with_env).json()
     assert hits and hits[0]["conversation_id"] == sample.trip
+    counted = chatdb("sql", "SELECT count(*) AS n FROM messages", "--json", env=with_env).json()
+    assert counted == [{"n": 7}]
+    assert "refused" in chatdb("sql", "DELETE FROM messages", env=with_env).error(2)
     exported = chatdb("export", "--json", env=with_env).json()
     assert len(exported["conversations"]) == 3
     (tmp_path / "export.json").write_text(json.dumps(exported))
