@@ -6,7 +6,8 @@ same setup (answers written with drafting off, so both hold the same tokens),
 then the same timed turns. Tasks:
 
   prose     a story, nothing like it in the archive (drafting must cost nothing)
-  retry     /retry of a ~300-token answer (a new sibling answer to the question)
+  retry     /retry of a ~300-token answer (a new sibling answer to the question): a story
+  retry-code  the same, of a request about a file (the answer shows the file again)
   edit      /edit of a question by a few words, its earlier answer in the archive
             (a story: the model mostly writes another one)
   edit-code the same, of a request about a file (its earlier answer mostly holds)
@@ -140,7 +141,8 @@ def edit_of(made, text):
 def run_tasks(pair: Pair, temperature: float, repeat: int, tokens: int, questions: int) -> dict:
     settings = SamplingSettings(temperature=temperature, max_tokens=tokens, seed=1)
     other_seed = settings.with_(seed=2)
-    rows = {name: [] for name in ("prose", "retry", "edit", "edit-code", "repeat", "editing")}
+    rows = {name: [] for name in ("prose", "retry", "retry-code", "edit", "edit-code", "repeat",
+                                  "editing")}
     for r in range(repeat):
         rows["prose"].append(timed(pair, new_question(f"Write a story about {STORIES[r]}."), settings))
     for r in range(repeat):
@@ -152,6 +154,7 @@ def run_tasks(pair: Pair, temperature: float, repeat: int, tokens: int, question
                                   settings))
         request = CODE_REQUESTS[r % len(CODE_REQUESTS)]
         made = pair.setup([("user", request[0])], settings)
+        rows["retry-code"].append(timed(pair, retry_of(made), other_seed))
         rows["edit-code"].append(timed(pair, edit_of(made, request[1]), settings))
     asked = QUESTIONS[:questions]
     for text in asked:   # the first pass, both ways, untimed
@@ -167,7 +170,7 @@ def run_tasks(pair: Pair, temperature: float, repeat: int, tokens: int, question
 def report(rows: dict, temperature: float) -> None:
     print(f"\nDrafting from the archive (--draft auto) against --draft off, temperature "
           f"{temperature}: decode tokens/s, medians of each task's runs")
-    print(f"{'task':<8} {'runs':>4} {'tokens':>6} {'off':>7} {'auto':>7} {'speedup':>8} "
+    print(f"{'task':<10} {'runs':>4} {'tokens':>6} {'off':>7} {'auto':>7} {'speedup':>8} "
           f"{'ceiling':>8} {'archive':>8} {'lookup':>7} {'tok/pass':>8} {'same':>5}")
     for name, runs in rows.items():
         if not runs:
@@ -177,7 +180,7 @@ def report(rows: dict, temperature: float) -> None:
         share = {d: statistics.median(b.get(d, {}).get("accepted", 0) / max(1, r["tokens"])
                                       for b, r in zip(by, runs)) for d in ("archive", "lookup")}
         per_pass = statistics.median(r["tokens"] / max(1, r["spec"]["target_forwards"]) for r in runs)
-        print(f"{name:<8} {len(runs):>4} {statistics.median(r['tokens'] for r in runs):>6.0f} "
+        print(f"{name:<10} {len(runs):>4} {statistics.median(r['tokens'] for r in runs):>6.0f} "
               f"{statistics.median(r['plain'] for r in runs):>7.1f} "
               f"{statistics.median(r['auto'] for r in runs):>7.1f} {ratio:>7.2f}x "
               f"{statistics.median(r['ceiling'] for r in runs):>7.2f}x "

@@ -13,6 +13,7 @@ own, with its own connection; answers meanwhile draft from their related
 answers only, and the index joins once it is built.
 """
 
+import sqlite3
 import threading
 import time
 
@@ -80,11 +81,18 @@ class ArchiveDrafts:
             self.building.join()
 
     def drafter(self, conversation_id: "int | None", message_id: "int | None") -> ArchiveDrafter:
-        """A drafter for the answer to `message_id` (None: a completion, outside the tree)."""
-        index = self.current()   # None while it is built
-        related = ([] if message_id is None else
-                   self.archive.token_sources.related(message_id, conversation_id,
-                                                      self.tokenizer, RELATED, 1 << 15))
+        """A drafter for the answer to `message_id` (None: a completion, outside the tree).
+        An archive that cannot be read now (a damaged page, say) gives no guesses; the
+        answer goes on without them."""
+        try:
+            index = self.current()   # None while it is built
+            related = ([] if message_id is None else
+                       self.archive.token_sources.related(message_id, conversation_id,
+                                                          self.tokenizer, RELATED, 1 << 15))
+        except (sqlite3.Error, OSError) as exc:
+            if self.warn is not None:
+                self.warn(f"no guesses from the archive for this answer: {exc}")
+            index, related = None, []
         return ArchiveDrafter(related, index, self.archive.token_sources, self.tokenizer)
 
     def describe(self) -> dict:
