@@ -85,7 +85,7 @@ def _messages(messages) -> list[ChatMessage]:
         if not isinstance(message, dict):
             raise bad_field(where, f"'{where}' must be an object")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:   # a dict is not even hashable
             raise bad_field(f"{where}.role", f"'{where}.role' must be system, developer, user, "
                             f"assistant or tool (got {role!r})")
         if message.get("function_call"):
