@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
            "CHATDB_FUZZ_COVERAGE": "1" if args.coverage else "0"}
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests/server/test_fuzz.py", "-q", "-v",
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests/server/test_fuzz.py", "-v",
                            "-p", "no:cacheprovider", "--timeout", "7200",
                            f"--hypothesis-profile={args.profile}", "--hypothesis-show-statistics"],
                           cwd=ROOT, env=env, capture_output=True, text=True)
@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     print(f"{'operation':<34}{'cases':>8}  failed")
     for (name, failed), n in zip(results, cases + [0] * len(results)):
         print(f"{name:<34}{n:>8}  {'yes' if failed else 'no'}")
-    print(done.stdout[-3000:] if done.returncode else "every operation passed")
+    failures = done.stdout.find("= FAILURES =")
+    print(done.stdout[failures:failures + 6000] if done.returncode else "every operation passed")
     return done.returncode
 
 

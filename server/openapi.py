@@ -123,8 +123,9 @@ def _answers(ok: dict, *statuses: int) -> dict:
 
 GENERATING = (400, 401, 408, 413, 429, 503)   # 503: every slot and queue place taken
 ANSWER = {"type": "object", "required": ["id", "object", "choices"]}
+# Each event's data: a chunk object, or [DONE] at the end.
 STREAMED = {"description": "stream: true: server-sent events, one chunk each, then [DONE]",
-            "content": {"text/event-stream": {"schema": STRING}}}
+            "content": {"text/event-stream": {"schema": {}}}}
 
 
 def _post(summary: str, body: dict, *statuses: int) -> dict:

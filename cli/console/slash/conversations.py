@@ -14,8 +14,15 @@ def new(session, arg: str) -> None:
 
 
 def list_(session, arg: str) -> None:
-    limit = whole_number(arg, "N") if arg else LIST_DEFAULT
-    rows = session.archive.list_conversations(limit=limit)
+    words = arg.split()
+    user = None
+    if "--user" in words:   # one shared server user's (chatdb serve --keys)
+        at = words.index("--user")
+        if at + 1 >= len(words):
+            raise UsageError("/list [N] [--user NAME]")
+        user, words = words[at + 1], words[:at] + words[at + 2:]
+    limit = whole_number(" ".join(words), "N") if words else LIST_DEFAULT
+    rows = session.archive.list_conversations(limit=limit, **({"owner": user} if user else {}))
     session.remember_listed([row.id for row in rows])
     r = session.render
     if not rows:
@@ -26,7 +33,9 @@ def list_(session, arg: str) -> None:
         mark = "*" if row.id == session.conv_id else " "
         title = output.one_line(row.title) or "(untitled)"
         when = r.dim(output.minute(row.updated_at))
-        line = f"{mark}{n:>3}  {'#' + str(row.id):<{id_width}}  {when}  {row.message_count:>4} msg  {title}"
+        owner = r.dim(f"  [{row.owner}]") if row.owner else ""
+        line = (f"{mark}{n:>3}  {'#' + str(row.id):<{id_width}}  {when}  {row.message_count:>4} msg  "
+                f"{title}{owner}")
         r.line(r.bold(line) if row.id == session.conv_id else line)
     total = session.archive.count_conversations()
     if total > len(rows):
@@ -71,7 +80,7 @@ def delete(session, arg: str) -> None:
 
 COMMANDS = [
     Command("new", "[TITLE]", "start a new conversation (saved with its first message)", new),
-    Command("list", "[N]", "conversations, most recent first, numbered for /switch", list_,
+    Command("list", "[N] [--user NAME]", "conversations, most recent first, numbered for /switch", list_,
             details="Shows the 20 most recent, or N. The current one is marked with *."),
     Command("switch", "N|#ID|TITLE", "continue another conversation", switch,
             complete="conversation",
