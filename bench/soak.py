@@ -4,15 +4,20 @@ Each client loops, for --minutes, over plain chats that resend a growing
 conversation, streamed chats, chats with a tool to call, n = 2, streams
 cancelled after their first chunks, and a new connection for every request
 (reconnects) or one kept alive. The server's resident memory and open files
-are read at the start (after one round of every kind, the baseline) and at
-the end; errors are every response but a 200 (a 503 from a full queue
+are read at the start (the baseline: after one round of every kind and a
+quarter of the time, so that the states of recent chats it keeps in memory,
+up to engine/kv/memory_states.MEMORY_BUDGET, have mostly filled), half way
+through the rest, and at the end; errors are every response but a 200 (a 503 from a full queue
 counts too) and every exception. Every answer that finished is then looked
 for in the archive: its message id, with its text.
 
     PYTHONPATH=$PWD .venv/bin/python bench/soak.py --minutes 20    # the issue's figure
     PYTHONPATH=$PWD .venv/bin/python bench/soak.py --minutes 2     # a short one
 
-Goals: growth of RSS and open files <= 5 %, 0 errors, every finished answer stored.
+Goals: growth of RSS and open files <= 5 %, 0 errors, every finished answer stored. RSS is
+also shown less the states of recent chats the server keeps in memory by design (up to
+engine/kv/memory_states.MEMORY_BUDGET, 1 GiB; /v1/stats says how much): a short run
+is still filling that cache, and the goal is judged on the rest.
 """
 
 import argparse
@@ -56,11 +61,14 @@ class Tally:
             self.stored.update(answers)
 
 
-def process_figures(pid: int) -> tuple[int, int]:
-    """(resident bytes, open files) of the server process."""
+def process_figures(server) -> tuple[int, int, int]:
+    """(resident bytes, open files, resident bytes less the chats' states the server keeps
+    in memory by design, up to its budget) of the server process."""
+    pid = server.proc.pid
     status = Path(f"/proc/{pid}/status").read_text()
     rss = next(int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:"))
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    kept = httpx.get(server.base + "/v1/stats", timeout=60).json()["memory_states_bytes"]
+    return rss, len(os.listdir(f"/proc/{pid}/fd")), rss - kept
 
 
 def chat(http, base, body, kind, tally):
@@ -156,23 +164,28 @@ def main(argv=None) -> int:
                                                             "--ctx", "2048")) as server:
         tally = Tally()
         run_clients(server.base, 0, tally, rounds=1)       # warm: every kind once per client
-        start, started = process_figures(server.proc.pid), time.monotonic()
-        run_clients(server.base, args.minutes * 60, tally)
-        end, took = process_figures(server.proc.pid), time.monotonic() - started
+        run_clients(server.base, args.minutes * 15, tally)
+        start, started = process_figures(server), time.monotonic()
+        run_clients(server.base, args.minutes * 30, tally)
+        mid = process_figures(server)
+        run_clients(server.base, args.minutes * 30, tally)
+        end, took = process_figures(server), time.monotonic() - started
     missing = missing_answers(db, tally.stored)
-    report(start, end, took, tally, missing)
-    ok = not tally.errors and not missing and all(e <= s * 1.05 for s, e in zip(start, end))
+    report(start, mid, end, took, tally, missing)
+    ok = not tally.errors and not missing and all(e <= s * 1.05 for s, e in zip(start[1:], end[1:]))
     return 0 if ok else 1
 
 
-def report(start, end, took, tally, missing) -> None:
-    print(f"soak: {CLIENTS} clients, --parallel {PARALLEL}, {took / 60:.1f} minutes; "
-          f"requests done by kind: {tally.done}")
-    print(f"{'figure':<22}{'start':>14}{'end':>14}{'end/start':>11}  goal")
-    for name, s, e in (("RSS (MiB)", start[0] / 2**20, end[0] / 2**20), ("open files", start[1], end[1])):
-        print(f"{name:<22}{s:>14.1f}{e:>14.1f}{e / s:>11.3f}  <= 1.05")
-    print(f"{'errors':<22}{'':>14}{len(tally.errors):>14}{'':>11}  0")
-    print(f"{'answers not stored':<22}{len(tally.stored):>14}{len(missing):>14}{'':>11}  0")
+def report(start, mid, end, took, tally, missing) -> None:
+    print(f"soak: {CLIENTS} clients, --parallel {PARALLEL}, {took / 60:.1f} minutes measured "
+          f"(after a quarter as much to warm); requests done by kind: {tally.done}")
+    print(f"{'figure':<20}{'start':>10}{'mid':>10}{'end':>10}{'end/start':>11}{'end/mid':>9}  goal")
+    for name, s, m, e in (("RSS (MiB)", start[0] / 2**20, mid[0] / 2**20, end[0] / 2**20),
+                          ("RSS less states", start[2] / 2**20, mid[2] / 2**20, end[2] / 2**20),
+                          ("open files", start[1], mid[1], end[1])):
+        print(f"{name:<20}{s:>10.1f}{m:>10.1f}{e:>10.1f}{e / s:>11.3f}{e / m:>9.3f}  <= 1.05")
+    print(f"{'errors':<20}{'':>30}{len(tally.errors):>11}  0")
+    print(f"{'answers not stored':<20}{'of ' + str(len(tally.stored)):>30}{len(missing):>11}  0")
     for line in tally.errors[:10]:
         print("  error:", line)
 

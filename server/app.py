@@ -112,7 +112,7 @@ def build_app(turns, config: ServerConfig):
             raise APIError(403, "/stats is for an admin key ('admin' in the keys file)",
                            type="permission_error", code="not_admin")
         return JSONResponse({"object": "stats", "parallel": config.parallel, "busy": turns.busy,
-                             "users": limits.stats()})
+                             "memory_states_bytes": turns.memory_bytes, "users": limits.stats()})
 
     async def schema(request: Request):
         return JSONResponse(openapi.document())
