@@ -271,6 +271,8 @@ class Engine:
 
     def completion_job(self, prompt: "list[int]", sampling: SamplingSettings, **callbacks) -> Job:
         """A job answering raw prompt tokens (a completion): nothing placed or stored."""
+        if not len(prompt):   # a slot would wait for a first token that never comes
+            raise EngineError("a completion needs at least one prompt token")
         return Job(prompt=prompt, sampling=sampling, **callbacks)
 
     def place(self, messages, title: str = "", meta: "dict | None" = None,

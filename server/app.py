@@ -18,10 +18,11 @@ from engine.llama.sampling import SamplingSettings
 
 from engine.batching.turn_request import TurnRequest
 from engine.errors import PromptTooLong
-from engine.prompt.completion_prompt import NoFillInTheMiddle
+from engine.prompt.completion_prompt import EmptyPrompt, NoFillInTheMiddle
 from engine.prompt.tool_format import FALLBACK, CallSyntax
 
-from . import chat_request, chat_response, completion_request, completion_response, embeddings
+from . import (chat_request, chat_response, completion_request, completion_response, embeddings,
+               openapi)
 from .bridge import first_or_disconnect, submit
 from .chat_turn import chat_turn, completion_sampling, siblings
 from .errors import STATUS_TYPES, APIError, bad_field, error_response
@@ -112,9 +113,12 @@ def build_app(turns, config: ServerConfig):
             raise APIError(403, "/stats is for an admin key ('admin' in the keys file)",
                            type="permission_error", code="not_admin")
         return JSONResponse({"object": "stats", "parallel": config.parallel, "busy": turns.busy,
-                             "users": limits.stats()})
+                             "memory_states_bytes": turns.memory_bytes, "users": limits.stats()})
 
-    routes = []
+    async def schema(request: Request):
+        return JSONResponse(openapi.document())
+
+    routes = [Route("/openapi.json", schema, methods=["GET"])]
     for prefix in ("/v1", ""):    # several clients leave /v1 out of their base URL
         routes += [Route(f"{prefix}/chat/completions", chat, methods=["POST"]),
                    Route(f"{prefix}/completions", completions, methods=["POST"]),
@@ -143,6 +147,8 @@ def completion_turn(req, config: ServerConfig, request: Request) -> TurnRequest:
         prompt = config.prompts.tokens(req.prompt, req.suffix)
     except NoFillInTheMiddle as exc:
         raise bad_field("suffix", f"'suffix': {exc}", "unsupported_parameter") from None
+    except EmptyPrompt as exc:
+        raise bad_field("prompt", f"'prompt': {exc}") from None
     except PromptTooLong as exc:
         raise APIError(400, str(exc), param="prompt", code="context_length_exceeded") from None
     turn = TurnRequest(messages=[], stop=req.sampling.stop, prompt=prompt,

@@ -21,5 +21,6 @@ def register() -> None:
     common = dict(database=EXAMPLES, deadline=None, suppress_health_check=SLOW_IS_FINE,
                   print_blob=True)
     settings.register_profile("suite", max_examples=20, stateful_step_count=20, **common)
+    settings.register_profile("bench", max_examples=100, stateful_step_count=30, **common)
     settings.register_profile("long", max_examples=500, stateful_step_count=50, **common)
     settings.load_profile("suite")

@@ -93,7 +93,16 @@ def test_another_users_exact_messages_resume_nothing_of_theirs(start_server, db_
     # Erin's key, added by --user-key, is hers (and hers alone: the question is Alice's).
     erin_asked = ask(server, erin, QUESTION)
     assert erin_asked.status_code == 200 and erin_asked.json()["chatdb"]["reused_messages"] == 0
+    assert erin_asked.json()["chatdb"]["restored_tokens"] == 0
     erin_id = erin_asked.json()["chatdb"]["conversation_id"]
+
+    # Raw completions are stored nowhere, but their KV is their user's too.
+    prompt = {"model": "any", "prompt": SYSTEM + "Once upon a time", "max_tokens": 4,
+              "temperature": 0}
+    cached = lambda key: server.post("/v1/completions", prompt, headers=bearer(key)).json()[  # noqa: E731
+        "usage"]["prompt_tokens_details"]["cached_tokens"]
+    cached("alice-secret")
+    assert cached("alice-secret") > 0 and cached("bob-secret") == 0
 
     listed = {c["id"]: c["owner"] for c in chatdb_json(db_path, "list")}
     assert listed == {alice_id: "alice", bob["chatdb"]["conversation_id"]: "bob", erin_id: "erin"}
