@@ -43,7 +43,7 @@ endif
 # batch) could part from plain decoding at a near-tie. Without them the two
 # are bit for bit the same; decoding is as fast, long prefills ~25% slower.
 EXACT := -DGGML_LLAMAFILE=OFF
-LLAMA_FLAGS = $(EXACT) $(GPU_FLAGS) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS)
+LLAMA_FLAGS = $(strip $(EXACT) $(GPU_FLAGS) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS))
 # What is built: the registry's sdist, or for Vulkan that sdist mended (vulkan-source).
 LLAMA_SRC := $(if $(filter vulkan,$(GPU)),$(VENV)/.llama-src/llama_cpp_python-0.3.36,$(LLAMA))
 
