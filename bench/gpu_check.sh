@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# chatdb on a machine with an NVIDIA GPU, offline: build llama-cpp-python with CUDA from the
-# carried sdist, then `chatdb doctor`, the resume, speculative, KV-layout, slot, serve-batching
-# and drafting, KV-budget and embedding tests, and the resume, decode, speculative, serve (the
-# server's drafting among it) and KV-type benches (what q8_0 KV costs where flash attention is
-# on anyway), ending with one table.
-# Prepare first with bench/gpu_prepare.sh.
+# chatdb on a machine with a GPU: `chatdb doctor`, the GPU suite (tests/gpu, as `make test-gpu`
+# runs it), the resume, speculative, KV-layout, slot, serve-batching and drafting, KV-budget and
+# embedding tests, and the resume, decode, speculative, serve (the server's drafting among it)
+# and KV-type benches (what q8_0 KV costs where flash attention is on anyway), and the device
+# against the CPU (bench/gpu_figures.py), ending with one table.
 #
+# Where the GPU build is installed (Vulkan, CUDA or Metal: `make install GPU=vulkan`):
+#   PYTHON=.venv-vulkan/bin/python CPU_PYTHON=.venv/bin/python bash bench/gpu_check.sh here
+# On an offline machine with an NVIDIA GPU, building CUDA from the carried sdist (prepare
+# first with bench/gpu_prepare.sh):
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
 #   bash bench/gpu_check.sh run     # with .gpu/b carried too (same warm machine): the checks
 #   bash bench/gpu_check.sh         # both, when .gpu/a and .gpu/b travel together
@@ -64,6 +67,9 @@ step() {  # step NAME LOGFILE COMMAND...: run, keep its output, one row with its
 }
 
 checks() {
+    step "tests: GPU suite (tests/gpu)" gpu_suite.txt $PY -m pytest -q -p no:cacheprovider tests/gpu
+    step "figures: device vs CPU" gpu_figures.txt $PY bench/gpu_figures.py --repeat 3 \
+        ${CPU_PYTHON:+--cpu-python "$CPU_PYTHON"}
     step doctor doctor.txt $PY -m cli.main --db "$OUTDIR/doctor.db" doctor
     $PY -m cli.main --db "$OUTDIR/doctor.db" doctor --json > "$OUTDIR/doctor.json" 2>&1
     offload=$($PY -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['settings']['offload'])" \
@@ -106,12 +112,13 @@ case $STAGE in
     build) build ;;
     run|all) build && model && checks ;;
     quick) build && model && quick ;;
-    *) echo "usage: bash bench/gpu_check.sh [build|run|all|quick]" >&2; exit 2 ;;
+    here) checks ;;
+    *) echo "usage: bash bench/gpu_check.sh [build|run|all|quick|here]" >&2; exit 2 ;;
 esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
 printf '%s\n' "${ROWS[@]}"
-for f in decode.txt speculative.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
+for f in gpu_figures.txt decode.txt speculative.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
     [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
 done
 ! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '

@@ -23,8 +23,10 @@ P_WORKING = 0.75     # a reopening of a chat in it
 P_ONE_OFF = 0.15     # a look at an old chat (which stays out of the working set)
 # the rest: an old chat comes back into the working set
 
-WORDS = sorted(set(re.findall(r"[a-z]{3,}", (Path(__file__).resolve().parents[1] / "README.md")
-                              .read_text().lower())))
+ROOT = Path(__file__).resolve().parents[1]
+# The manual's vocabulary: the README and docs/ (what the README alone held before).
+WORDS = sorted(set(re.findall(r"[a-z]{3,}", " ".join(
+    page.read_text().lower() for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]))))
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Reopening:
 
 
 def text(rng: random.Random, words: int) -> str:
-    """Made-up prose of about `words` words (sentences of the README's vocabulary)."""
+    """Made-up prose of about `words` words (sentences of the manual's vocabulary)."""
     out, left = [], words
     while left > 0:
         n = min(left, rng.randint(6, 18))

@@ -9,6 +9,12 @@ default: prompt lookup, adaptive) against `--draft off`, alternating over
 --repeat rounds in one process; medians compared.
 
     python bench/speculative.py [--repeat 3] [--max-tokens 400]
+
+With --archive, drafting from the archive instead (bench/speculative_archive.py:
+retry, edit, repeated questions, prose, editing beside an earlier edit):
+
+    python bench/speculative.py --archive [--repeat 3] [--max-tokens 300]
+        [--temperatures 0,0.7] [--questions 20] [--model PATH]
 """
 
 import argparse
@@ -146,7 +152,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=400)
+    parser.add_argument("--archive", action="store_true", help="drafting from the archive")
+    parser.add_argument("--temperatures", default="0,0.7", help="--archive: temperatures")
+    parser.add_argument("--questions", type=int, default=20, help="--archive: repeated questions")
+    parser.add_argument("--model", help="--archive: the model (default: the default model)")
     args = parser.parse_args()
+    if args.archive:
+        import speculative_archive
+        args.temperatures = [float(t) for t in args.temperatures.split(",")]
+        return speculative_archive.main(args)
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Archive.open(Path(tmp) / "s.db") as archive:
         plain = Engine.open(archive, use_kv=False, draft="off")

@@ -13,7 +13,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from . import forest, private_files, queries as q
+from . import dbapi, forest, private_files, queries as q
 from .clock import now
 from .connection import connect
 from .costs import CostStore
@@ -27,8 +27,11 @@ from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.textindex import index_text
 from .settings import Settings
 from .tags import Tags, tag_keys
+from .token_sources import TokenSources
 from .tokens import TokenStore
 from .transaction import transaction
+
+EVERYONE = object()   # list_conversations of every owner
 
 
 class Archive:
@@ -39,6 +42,7 @@ class Archive:
         self.kv = KVStore(conn)
         self.fingerprints = FingerprintCache(conn)
         self.costs = CostStore(conn)
+        self.token_sources = TokenSources(conn)
         self.settings = Settings(conn)
         self.tags = Tags(conn)
         self.kv_budget = KVBudget(self.settings, path)
@@ -64,6 +68,11 @@ class Archive:
         self.conn.close()
 
     @property
+    def encrypted(self) -> bool:
+        """Opened with a key (SQLCipher): every page of the file, and of its WAL, is encrypted."""
+        return getattr(self.conn, "encrypted", False)
+
+    @property
     def read_only(self) -> bool:
         """Opened read-only (its directory cannot be written, or the disk is full)."""
         return getattr(self.conn, "read_only", False)
@@ -82,8 +91,8 @@ class Archive:
     def create_conversation(self, title: str = "", *, system_prompt: "str | None" = None,
                             model: "str | None" = None, head_id: "int | None" = None,
                             uid: "str | None" = None, created_at: "str | None" = None,
-                            updated_at: "str | None" = None, meta: "dict | None" = None
-                            ) -> Conversation:
+                            updated_at: "str | None" = None, meta: "dict | None" = None,
+                            owner: "str | None" = None) -> Conversation:
         """A new conversation: empty, with `system_prompt` as its root system message,
         or continuing from the message `head_id` (whose path has its own system prompt)."""
         if system_prompt and head_id is not None:
@@ -95,7 +104,7 @@ class Archive:
                 self.message(head_id)
             cur = self.conn.execute(q.INSERT_CONVERSATION, (
                 uid or new_uid(), title, head_id, model, created_at,
-                updated_at or created_at, meta_json(meta)))
+                updated_at or created_at, meta_json(meta), owner))
             conv_id = cur.lastrowid
             if system_prompt:
                 self.add_message(conv_id, "system", system_prompt, parent_id=None,
@@ -113,12 +122,14 @@ class Archive:
         return Conversation.from_row(row) if row else None
 
     def list_conversations(self, limit: int = -1, offset: int = 0, *, tags=(),
-                           pinned: bool = False, archived: "bool | None" = False
-                           ) -> list[ConversationSummary]:
+                           pinned: bool = False, archived: "bool | None" = False,
+                           owner=EVERYONE) -> list[ConversationSummary]:
         """Pinned first, then the most recently updated. Only those carrying every tag
         of `tags`, only pinned ones if `pinned`; `archived`: False leaves the archived
-        out, True lists only them, None lists all."""
-        params = {"limit": limit, "offset": offset}
+        out, True lists only them, None lists all; `owner`: only that user's (None: the
+        archive's own)."""
+        every = owner is EVERYONE
+        params = {"limit": limit, "offset": offset, "all": every, "owner": None if every else owner}
         if tags:
             params["keys"] = json.dumps(tag_keys(tags))
             in_order = self.tags.in_order(params["keys"], limit + offset if limit >= 0 else 0)
@@ -162,7 +173,7 @@ class Archive:
                 title = f"{origin.title} (fork)" if origin and origin.title else "fork"
             fork = self.create_conversation(
                 title, head_id=message_id, model=origin.model if origin else None,
-                meta={"forked_from": message_id})
+                meta={"forked_from": message_id}, owner=origin.owner if origin else None)
             if origin:
                 self.tags.copy(origin.id, fork.id)
             return fork
@@ -296,11 +307,16 @@ class Archive:
     def count_messages(self) -> int:
         return self.conn.execute(q.COUNT_MESSAGES).fetchone()[0]
 
+    def written_after(self, message_id: int) -> "tuple[int, int | None]":
+        """(how many messages were written after `message_id`, the newest of them)."""
+        count, newest = self.conn.execute(q.WRITTEN_AFTER, (message_id,)).fetchone()
+        return count, newest
+
     def integrity_check(self) -> str:
         """SQLite's integrity_check: "ok", or the first thing it finds wrong."""
         try:
             return self.conn.execute("PRAGMA integrity_check").fetchone()[0]
-        except sqlite3.DatabaseError as exc:  # a page too damaged to walk
+        except dbapi.DatabaseError as exc:  # a page too damaged to walk
             return str(exc)
 
     def damage(self) -> "str | None":
@@ -308,7 +324,7 @@ class Archive:
         A damaged page is otherwise found only by a read that happens to need it."""
         try:
             first = self.conn.execute("PRAGMA quick_check").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
+        except dbapi.DatabaseError as exc:
             return str(exc)
         return None if first == "ok" else first
 

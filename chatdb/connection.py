@@ -7,6 +7,7 @@ before is converted once when opened (a VACUUM, which cannot run inside a
 migration's transaction), and `connect` says so in `notes`.
 """
 
+import errno
 import os
 import sqlite3
 import time
@@ -14,8 +15,11 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import content_hash, private_files
+from sqlcipher3 import dbapi2 as sqlcipher
+
+from . import cipher, content_hash, dbapi, private_files, replication
 from .errors import ChatdbError, SchemaError
+from .unlocking import EncryptedConnection, HeldFile, KeyNeeded, key_for, unlock
 from .migrate import Migration, apply, available, pending
 
 BUSY_TIMEOUT_MS = 30_000
@@ -38,6 +42,7 @@ PRAGMAS = (
 
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN = 5, 6, 8, 11, 14
 SQLITE_NOTADB = 26
+SQLITE_IOERR, SQLITE_FULL = 10, 13
 
 
 def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
@@ -65,22 +70,25 @@ def connect(path: "str | Path", migrations: "list[Migration] | None" = None,
         # Closing a connection that may write checkpoints this WAL into
         # the file: look at the schema through one that cannot, first.
         with _refusals(path):
-            check = _open(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            check = _open(path, "mode=ro")
             try:
                 pending(check, migrations)
             finally:
                 check.close()
     try:
-        return _open_writable(path, migrations, notes if notes is not None else [])
+        conn = _open_writable(path, migrations, notes if notes is not None else [])
     except SchemaError as exc:
         if not (_read_only(exc.__context__) or disk_full(path)):
             raise
-    return _open_read_only(path, migrations)
+        return _open_read_only(path, migrations)
+    if replication.is_replicated(path):
+        conn.execute("PRAGMA wal_autocheckpoint = 0")   # Litestream checkpoints, not chatdb
+    return conn
 
 
 def _open_writable(path: Path, migrations: "list[Migration]", notes: "list[str]") -> sqlite3.Connection:
     with _refusals(path):
-        conn = _open(str(path))
+        conn = _open(path)
         try:
             todo = pending(conn, migrations)  # refuses a newer schema before any write
             if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
@@ -107,7 +115,7 @@ def _convert_to_incremental_vacuum(conn: sqlite3.Connection, path: Path, notes: 
     started = time.monotonic()
     try:
         conn.execute("VACUUM")
-    except sqlite3.OperationalError as exc:   # locked all along, or the disk is full: next time
+    except dbapi.OperationalError as exc:   # locked all along, or the disk is full: next time
         notes.append(f"{path}: not yet converted to give freed space back to the disk ({exc}); "
                      "chatdb tries again next time")
         return
@@ -124,7 +132,7 @@ def _open_read_only(path: Path, migrations: "list[Migration]") -> sqlite3.Connec
         raise ChatdbError(f"{path}: {where} and its WAL file holds changes not yet in the "
                           "archive; it cannot be read safely until it can be written")
     with _refusals(path):
-        conn = _open(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        conn = _open(path, "immutable=1")
         conn.read_only = True
         try:
             if pending(conn, migrations):
@@ -140,7 +148,7 @@ def _read_only(exc: "BaseException | None") -> bool:
     return code is not None and code & 0xFF in (SQLITE_READONLY, SQLITE_CANTOPEN)
 
 
-def describe(exc: sqlite3.Error, path: "Path | None" = None) -> str:
+def describe(exc: "sqlite3.Error", path: "Path | None" = None) -> str:
     """An SQLite error in words a user can act on."""
     if path is not None and disk_full(path):
         return f"the disk is full: the archive can be read but not written ({exc})"
@@ -150,6 +158,19 @@ def describe(exc: sqlite3.Error, path: "Path | None" = None) -> str:
         return (f"the archive is damaged ({exc}): `chatdb doctor` runs SQLite's integrity_check "
                 "on it; `chatdb export` saves what can still be read")
     return str(exc)
+
+
+def write_failure(exc: BaseException, path: Path) -> str:
+    """Why writing a new file at `path` failed, in words: a full disk above all."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == SQLITE_FULL or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG) \
+            or disk_full(path):
+        return "the disk is full"
+    if code == SQLITE_IOERR:   # a write past the file-size limit (EFBIG) says only this
+        return f"a write failed ({exc}: the disk may be full)"
+    if isinstance(exc, dbapi.Error):
+        return describe(exc)
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def is_damaged(exc: BaseException) -> bool:
@@ -166,18 +187,30 @@ def disk_full(path: Path) -> bool:
         return False
 
 
-class ArchiveConnection(sqlite3.Connection):
+class ArchiveConnection(HeldFile, sqlite3.Connection):
     """A connection that knows whether it was opened read-only (a directory chatdb cannot
     write, a full disk): then every write fails, and a server says so before it serves."""
     read_only = False
+    encrypted = False
+    key = None   # the cipher.Key of an encrypted one (unlocking.EncryptedConnection)
 
 
-def _open(target: str, uri: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, uri=uri,
-                           factory=ArchiveConnection)
-    conn.row_factory = sqlite3.Row
+def _open(path: Path, query: str = "") -> sqlite3.Connection:
+    """A connection to the archive file at `path` (with URI parameters `query`): plain, or
+    unlocked with the process's key if the file is encrypted (or new, and there is a key)."""
+    key, salt = key_for(path)
+    driver, factory = (sqlcipher, EncryptedConnection) if key else (sqlite3, ArchiveConnection)
+    target = f"{path.resolve().as_uri()}?{query}" if query else str(path)
+    conn = driver.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                          uri=bool(query), factory=factory)
+    conn.row_factory = driver.Row
+    if str(path) != ":memory:" and not (key and salt is None):   # a new file's salt is unknown
+        conn.file_id = cipher.hold(path, salt)
     content_hash.register(conn)  # the schema's triggers call it
     try:
+        if key:
+            unlock(conn, key, salt, path)
+            conn.key = key
         for pragma in PRAGMAS:
             conn.execute(pragma)
     except BaseException:
@@ -191,9 +224,11 @@ def _refusals(path: Path):
     """Report why an archive cannot be opened in one line that names the file."""
     try:
         yield
+    except KeyNeeded:
+        raise   # it names the file
     except SchemaError as exc:
         raise SchemaError(f"{path}: {exc}") from None
-    except sqlite3.DatabaseError as exc:
+    except dbapi.DatabaseError as exc:
         if is_busy(exc):
             raise ChatdbError(f"{path}: the archive stayed locked by another process for "
                               f"{BUSY_TIMEOUT_MS // 1000} s; try again") from None
@@ -205,7 +240,7 @@ def is_busy(exc: BaseException) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED)
-    return isinstance(exc, sqlite3.OperationalError) and (
+    return isinstance(exc, dbapi.OperationalError) and (
         "locked" in str(exc) or "busy" in str(exc))
 
 
@@ -219,7 +254,7 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
         try:
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
             return
-        except sqlite3.OperationalError as exc:
+        except dbapi.OperationalError as exc:
             if not is_busy(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(delay)

@@ -15,3 +15,7 @@ class SearchError(ChatdbError):
 
 class SchemaError(ChatdbError):
     """A database this code must not read or write (newer, changed, corrupt)."""
+
+
+class BadInput(ChatdbError):
+    """What the user gave must change (a file name, a key): the command exits with status 2."""

@@ -11,6 +11,8 @@ the KeyboardInterrupt raised there makes SQLite abandon the statement
 import sqlite3
 from contextlib import contextmanager
 
+from . import dbapi
+
 PROGRESS_STEPS = 10_000
 
 
@@ -19,7 +21,7 @@ def interruptible(conn: sqlite3.Connection):
     conn.set_progress_handler(_go_on, PROGRESS_STEPS)
     try:
         yield conn
-    except sqlite3.OperationalError as exc:
+    except dbapi.OperationalError as exc:
         if str(exc) == "interrupted":
             raise KeyboardInterrupt from None
         raise

@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 
+from . import dbapi
 from .clock import now
 from .errors import SchemaError
 from .transaction import transaction
@@ -29,6 +30,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 LEDGER_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
 ANY_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1"
 APPLIED = "SELECT version, name, checksum FROM schema_migrations ORDER BY version"
+APPLIED_VERSION = "SELECT 1 FROM schema_migrations WHERE version = ?"
 RECORD = "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)"
 
 
@@ -95,13 +97,12 @@ def apply(conn: sqlite3.Connection, migration: Migration) -> bool:
     """Apply one migration in its own transaction; False if another process beat us to it."""
     with transaction(conn):
         conn.execute(CREATE_LEDGER)
-        if conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?",
-                        (migration.version,)).fetchone():
+        if conn.execute(APPLIED_VERSION, (migration.version,)).fetchone():
             return False
         try:
             for statement in statements(migration.sql):
                 conn.execute(statement)
-        except sqlite3.Error as exc:
+        except dbapi.Error as exc:
             raise SchemaError(f"migration {migration.version:04d}_{migration.name}.sql "
                               f"failed, nothing of it was applied: {exc}") from None
         conn.execute(RECORD, (migration.version, migration.name, migration.checksum, now()))

@@ -8,13 +8,13 @@ CONVERSATION_SELECT = """
 SELECT c.id, c.uid, c.title, c.head_id,
     (SELECT r.content FROM messages h JOIN messages r ON r.id = h.root_id
      WHERE h.id = c.head_id AND r.role = 'system') AS system_prompt,
-    c.model, c.created_at, c.updated_at, c.meta
+    c.model, c.created_at, c.updated_at, c.meta, c.owner
 FROM conversations c"""
 MESSAGE_COLUMNS = "id, uid, parent_id, conversation_id, depth, role, content, status, created_at, meta"
 
 INSERT_CONVERSATION = """
-INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta)
-VALUES (?, ?, ?, ?, ?, ?, ?)"""
+INSERT INTO conversations (uid, title, head_id, model, created_at, updated_at, meta, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
 
 CONVERSATION = CONVERSATION_SELECT + " WHERE c.id = ?"
 CONVERSATION_BY_UID = CONVERSATION_SELECT + " WHERE c.uid = ?"
@@ -33,13 +33,13 @@ HEAD_OF = "SELECT head_id FROM conversations WHERE id = ?"
 # rows), and only its rows get their tags and counts.
 LISTED_PAGE = """
 SELECT c.id FROM {source}
-WHERE {archived} AND {pinned} AND {carries}
+WHERE {archived} AND {pinned} AND {carries} AND (:all OR c.owner IS :owner)
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC
 LIMIT :limit OFFSET :offset"""
 LISTED = """
 SELECT c.id, c.title, c.updated_at,
     coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
-    c.pinned, c.archived,
+    c.owner, c.pinned, c.archived,
     (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
      WHERE ct.conversation_id = c.id) AS tags
 FROM ({page}) page
@@ -85,6 +85,8 @@ MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 PLACE_UNDER = "SELECT depth + 1, root_id FROM messages WHERE id = ?"
 MESSAGE_BY_UID = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE uid = ?"
 COUNT_MESSAGES = "SELECT count(*) FROM messages"
+# The messages written after an id: how many, and the newest (NULL: none).
+WRITTEN_AFTER = "SELECT count(*), max(id) FROM messages WHERE id > ?"
 
 # The walk from :message_id up to its root, one row (id, depth) per message
 # on the way: every query that follows a path up the tree starts with it.

@@ -11,7 +11,11 @@ line (ReadOnlyRefusal).
 import sqlite3
 from pathlib import Path
 
+from sqlcipher3 import dbapi2 as sqlcipher
+
+from . import dbapi
 from .errors import ChatdbError
+from .unlocking import key_for, unlock
 
 BUSY_TIMEOUT_MS = 30_000
 
@@ -46,7 +50,7 @@ class ReadOnlyRefusal(ChatdbError):
     """A statement that would change something, or read beyond the archive."""
 
 
-class ReadOnlyConnection(sqlite3.Connection):
+class _Refusing:
     """Remembers why the authorizer last refused, for the error to say."""
     refused: "str | None" = None
 
@@ -58,10 +62,25 @@ class ReadOnlyConnection(sqlite3.Connection):
         return sqlite3.SQLITE_DENY
 
 
+class ReadOnlyConnection(_Refusing, sqlite3.Connection):
+    """A plain archive's."""
+
+
+class EncryptedReadOnlyConnection(_Refusing, sqlcipher.Connection):
+    """An encrypted archive's (its key applied before the authorizer is set)."""
+
+
 def connect_read_only(path: Path) -> ReadOnlyConnection:
     """The archive at `path`, for reading only; statements refused raise ReadOnlyRefusal."""
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
-                           timeout=BUSY_TIMEOUT_MS / 1000, factory=ReadOnlyConnection)
+    key, salt = key_for(Path(path))
+    if key:
+        driver, factory = sqlcipher, EncryptedReadOnlyConnection
+    else:
+        driver, factory = sqlite3, ReadOnlyConnection
+    conn = driver.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True,
+                          timeout=BUSY_TIMEOUT_MS / 1000, factory=factory)
+    if key:
+        unlock(conn, key, salt, Path(path))
     conn.execute("PRAGMA query_only = ON")
     conn.set_authorizer(conn.authorize)
     return conn
@@ -91,7 +110,7 @@ def execute(conn: ReadOnlyConnection, sql: str, params=()) -> sqlite3.Cursor:
     conn.refused = None
     try:
         return conn.execute(sql, params)
-    except (sqlite3.DatabaseError, sqlite3.ProgrammingError, sqlite3.Warning) as exc:
+    except (*dbapi.DatabaseError, *dbapi.ProgrammingError, *dbapi.Warning) as exc:
         if conn.refused:
             raise ReadOnlyRefusal(f"refused: {conn.refused}; chatdb sql only reads") from None
         if "readonly" in str(exc) or "read-only" in str(exc):

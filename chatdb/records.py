@@ -37,6 +37,7 @@ class Conversation:
     created_at: str
     updated_at: str
     meta: dict = field(default_factory=dict)
+    owner: "str | None" = None    # the key's name that created it on a shared server
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "Conversation":
@@ -49,6 +50,7 @@ class ConversationSummary:
     title: str
     updated_at: str
     message_count: int
+    owner: "str | None" = None
     pinned: bool = False
     archived: bool = False
     tags: list = field(default_factory=list)   # as written, in order of their keys

@@ -6,12 +6,12 @@ interrupted (Ctrl-C), 141 output pipe closed.
 
 import argparse
 import os
-import sqlite3
 import sys
 from importlib import metadata
 
+from chatdb import dbapi
 from chatdb.connection import describe
-from chatdb.errors import ChatdbError
+from chatdb.errors import BadInput, ChatdbError
 
 from . import output
 from .interrupt import Quit
@@ -54,7 +54,9 @@ def main(argv: "list[str] | None" = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        from .key_options import use_key_file
         from .model_options import fill_defaults
+        use_key_file(args)
         fill_defaults(args)
         check_arguments(args)
         run = getattr(args, "func", None)
@@ -66,11 +68,14 @@ def main(argv: "list[str] | None" = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
+    except BadInput as exc:
+        output.error(str(exc))
+        return 2
     except ChatdbError as exc:
         output.error(str(exc))
     except OSError as exc:  # a file that cannot be read or written
         output.error(_describe_os_error(exc))
-    except sqlite3.Error as exc:  # e.g. a write to a read-only archive
+    except dbapi.Error as exc:  # e.g. a write to a read-only archive
         path = _db_path(args) if args is not None else None
         output.error(f"{path or 'database'}: {describe(exc, path)}")
     return 1

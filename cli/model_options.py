@@ -9,6 +9,7 @@ what neither gave. Sampling values are checked as `/set` checks them.
 import argparse
 
 from engine.decode.modes import ASKED, DraftMode
+from engine.kv.kv_type import KV_TYPES
 
 from .meaning import add_embed_option
 from .options import context_size, positive_int
@@ -86,17 +87,15 @@ def add_draft_options(parser, where: str = "") -> None:
     """--draft and --draft-model; `where` says where guesses are verified, if anywhere but
     the one sequence."""
     parser.add_argument("--draft", choices=ASKED, default=argparse.SUPPRESS,
-                        help=f"speculative decoding{where}: guesses from the conversation's own "
-                             "text (lookup), from --draft-model, or both (auto, the default)")
+                        help=f"speculative decoding{where}: guesses from answers written before "
+                             "(archive), from the conversation's own text (lookup), from "
+                             "--draft-model, or all of them in that order (auto, the default)")
     parser.add_argument("--draft-model", metavar="PATH", default=argparse.SUPPRESS,
                         help="a smaller GGUF model sharing the main model's vocabulary")
 
 
-KV_TYPES = ("f16", "q8_0")   # engine/kv/kv_type.py's, named without loading llama.cpp
-
-
 def add_kv_type_option(parser) -> None:
-    parser.add_argument("--kv-type", choices=KV_TYPES, default=argparse.SUPPRESS,
+    parser.add_argument("--kv-type", choices=list(KV_TYPES), default=argparse.SUPPRESS,
                         help="how the KV cache holds its values: f16, or q8_0 (about half the "
                              "bytes, with flash attention; see `chatdb kv type`). Default: "
                              "$CHATDB_KV_TYPE, else the archive's (f16 unless set)")

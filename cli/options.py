@@ -7,14 +7,16 @@ instead of overwriting it with a default.
 """
 
 import argparse
-import sqlite3
 from pathlib import Path
 
+from chatdb import cipher, dbapi
 from chatdb.archive import Archive
+from chatdb.unlocking import KeyNeeded
 from chatdb.errors import ChatdbError
 from chatdb.paths import default_db_path
 
-from . import output
+from . import key_options, output
+from .key_options import add_key_file_option
 
 DB_HELP = "the archive file (default: $CHATDB_DB, else $XDG_DATA_HOME/chatdb/chatdb.db)"
 
@@ -23,6 +25,7 @@ def db_options() -> argparse.ArgumentParser:
     """A parent parser holding the global options."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help=DB_HELP)
+    add_key_file_option(parent, argparse.SUPPRESS)
     return parent
 
 
@@ -44,17 +47,19 @@ def db_path(args: argparse.Namespace) -> Path:
     return Path(db).expanduser() if db else default_db_path()
 
 
-def open_archive(args: argparse.Namespace, *, create: bool = False) -> Archive:
+def open_archive(args: argparse.Namespace, *, create: bool = False,
+                 ask_key: bool = True) -> Archive:
     """The archive --db names. Only commands that write something of their own (chat, ask,
     import, doctor) make a new one: reading a path that is not there (a typo in --db) says
-    so rather than leaving an empty archive, and its directories, behind."""
+    so rather than leaving an empty archive, and its directories, behind. An encrypted one
+    without a key given asks for it at a terminal, unless `ask_key` is False."""
     path = db_path(args)
     if not create and str(path) != ":memory:" and not path.exists():
         raise ChatdbError(f"{path}: no archive there (chatdb makes one when you first chat, "
                           "ask or import)")
     try:
-        archive = Archive.open(path)
-    except sqlite3.Error as exc:  # e.g. a directory, or no permission
+        archive = _open(path, ask_key)
+    except dbapi.Error as exc:  # e.g. a directory, or no permission
         raise ChatdbError(f"{path}: {exc}") from None
     if archive.tightened:  # the file first; its -wal and -shm follow its mode
         output.warning(str(archive.tightened[0]))  # once: the next open finds it private
@@ -66,6 +71,15 @@ def open_archive(args: argparse.Namespace, *, create: bool = False) -> Archive:
         archive.close()
         raise
     return archive
+
+
+def _open(path: Path, ask_key: bool) -> Archive:
+    try:
+        return Archive.open(path)
+    except KeyNeeded:
+        if cipher.current() is not None or not ask_key or not key_options.ask_key(path):
+            raise
+    return Archive.open(path)
 
 
 # SQLite's INTEGER: every count and id chatdb binds into a query must fit it

@@ -22,6 +22,7 @@ from .batching.answer_job import AnswerArchive, AnswerJob
 from .batching.job import Job, TurnResult
 from .batching.scheduler import Scheduler
 from .batching.slot import Slot
+from .decode.archive_drafts import ArchiveDrafts
 from .decode.draft_model import DraftModel
 from .decode.drafting import Drafting, resolve_mode
 from .decode.modes import DraftMode
@@ -46,19 +47,23 @@ from .machine.tuning import Tuning
 from .prompt.chat_format import ChatFormat
 from .prompt.path_tokens import PathTokens, PromptBuilder, tokenizer_id
 from .prompt.prepared import Prepared, budget, check_question, fit_prompt
+from .prompt.tool_format import CallSyntax
 
 
 class Engine:
-    def __init__(self, archive: Archive, model: Model, report: hardware.HardwareReport,
+    def __init__(self, archive: Archive, model: Model, hardware_report: hardware.HardwareReport,
                  offload: str, use_kv: bool = True, sampling: "SamplingSettings | None" = None,
                  warn=None, draft: "str | DraftMode" = DraftMode.AUTO, draft_model=None,
                  kv_mode: "str | KVMode" = KVMode.AUTO, tuning: "Tuning | None" = None,
                  early: "EarlyRead | None" = None):
-        self.archive, self.model, self.report, self.offload = archive, model, report, offload
+        self.archive, self.model, self.offload = archive, model, offload
+        self.hardware = hardware_report   # the devices and cores found, as doctor reports them
         self.use_kv = use_kv
         self.sampling = sampling or SamplingSettings()   # for turns that pass none; set_sampling
         self.warnings: list[str] = []   # raised during the turn under way (or the last one)
         self._warn_cb = warn
+        if hardware_report.without_gpu():   # a GPU build running on the CPU: said once, at the start
+            self.warn(hardware_report.without_gpu())
         model_fp = file_fingerprint(model.path, archive.fingerprints)
         self.chat_format = ChatFormat.of(model)
         self.tokenizer = tokenizer_id(self.chat_format.template, model_fp)
@@ -80,10 +85,11 @@ class Engine:
         self.draft_mode = resolve_mode(draft, draft_model is not None, model.cuts_back)
         self.draft = (DraftModel(draft_model, model, archive, use_kv, self.warn)
                       if self.draft_mode.uses_model else None)
-        self.tuning = tuning or Tuning(ThreadTuner(), report)
+        self.tuning = tuning or Tuning(ThreadTuner(), hardware_report)
         self.tuning.attach(model, self.cache.seq, archive, self.fingerprint,
                            measure=self.draft_mode != DraftMode.OFF)
         self.prefetch = Prefetch()
+        self.archive_drafts = ArchiveDrafts(archive, self.tokenizer, warn=self.warn)
         self.keeper = AnswerArchive(archive, self.prompts, self.tokenizer, self.writer,
                                     model.description(), model.n_ctx, self.warn)
         self.scheduler = self._slots()
@@ -94,7 +100,8 @@ class Engine:
         model, n = self.model, self.model.config.n_seq_max
         caches = [self.cache] + [self.cache.sibling(i) for i in range(1, n)]
         costs = lambda: self.tuning.costs().verify_cost  # noqa: E731 (read as each answer starts)
-        slots = [Slot(cache, model, Drafting(self.draft_mode, self._drafter(i), costs),
+        slots = [Slot(cache, model, Drafting(self.draft_mode, self._drafter(i), costs,
+                                             self.archive_drafts),
                       self.chat_format.markers)
                  for i, cache in enumerate(caches)]
         return Scheduler(model, slots, paced=n > 1, clock=self.tuning.clock,
@@ -264,14 +271,16 @@ class Engine:
 
     def completion_job(self, prompt: "list[int]", sampling: SamplingSettings, **callbacks) -> Job:
         """A job answering raw prompt tokens (a completion): nothing placed or stored."""
+        if not len(prompt):   # a slot would wait for a first token that never comes
+            raise EngineError("a completion needs at least one prompt token")
         return Job(prompt=prompt, sampling=sampling, **callbacks)
 
     def place(self, messages, title: str = "", meta: "dict | None" = None,
-              tags=()) -> Placement:
-        """A client's whole message list in the tree: the longest stored path with the same
-        messages is reused, only what follows is added (chatdb.message_match); the
-        conversation it lands in is given `tags`."""
-        return place(self.archive, messages, title, meta or {}, tags)
+              tags=(), owner: "str | None" = None, share_prefix: bool = False) -> Placement:
+        """A client's whole message list in the tree: the longest stored path of `owner`'s
+        with the same messages is reused, only what follows is added (chatdb.message_match);
+        the conversation it lands in is given `tags`."""
+        return place(self.archive, messages, title, meta or {}, tags, owner, share_prefix)
 
     def unplace(self, placement: Placement) -> None:
         """Take back the messages `placement` added (a request refused before any answer)."""
@@ -288,9 +297,15 @@ class Engine:
         return self.prompts.path_tokens(self.archive.path(head))
 
     @property
+    def tool_syntax(self) -> CallSyntax:
+        """How the model's chat template takes tools: natively, or in chatdb's own format
+        (engine/prompt/tool_support.py)."""
+        return self.chat_format.template.tool_syntax
+
+    @property
     def threads(self) -> dict:
         """The decode and batch threads in use."""
-        return {"decode": self.model.config.n_threads, "batch": self.model.threads_batch}
+        return {"decode": self.model.threads_decode, "batch": self.model.threads_batch}
 
     # -- reporting and shutdown ------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""The routes: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health
-(each also without /v1)."""
+"""The routes: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /health,
+/stats (each also without /v1)."""
 
 import asyncio
 import json
@@ -18,17 +18,20 @@ from engine.llama.sampling import SamplingSettings
 
 from engine.batching.turn_request import TurnRequest
 from engine.errors import PromptTooLong
-from engine.prompt.completion_prompt import NoFillInTheMiddle
+from engine.prompt.completion_prompt import EmptyPrompt, NoFillInTheMiddle
 from engine.prompt.tool_format import FALLBACK, CallSyntax
 
-from . import chat_request, chat_response, completion_request, completion_response, embeddings
+from . import (chat_request, chat_response, completion_request, completion_response, embeddings,
+               openapi)
 from .bridge import first_or_disconnect, submit
 from .chat_turn import chat_turn, completion_sampling, siblings
 from .errors import STATUS_TYPES, APIError, bad_field, error_response
 from .connections import BODY_TIMEOUT_S
 from .guard import Guard
 from .json_body import parse_body
+from .limits import Limits
 from .tool_stream import ToolStream
+from .users import Keys
 
 log = logging.getLogger("chatdb.server")
 
@@ -44,26 +47,34 @@ class ServerConfig:
     n_vocab: int = 0
     embeddings: "embeddings.EmbeddingService | None" = None   # /v1/embeddings; None: off
     prompts: "object | None" = None   # engine.prompt.completion_prompt.CompletionPrompts
+    vocab: "object | None" = None     # the model's llama_vocab, to check a grammar (None: unchecked)
     tool_syntax: CallSyntax = FALLBACK   # how the model's template takes tools (tool_support)
+    keys: "Keys | None" = None        # several users (serve --keys); None: api_key's one
+    limits: "Limits | None" = None    # per key: requests at once, tokens a minute
+    share_prefix: bool = False        # users' requests may share a root system prompt's KV
 
 
 def build_app(turns, config: ServerConfig):
     """The ASGI application; `turns` answers TurnRequests (engine.batching.request_loop's
     RequestLoop)."""
     started = int(time.time())
+    limits = config.limits or Limits()
 
     async def chat(request: Request):
         req = chat_request.parse(await _json(request), config.tool_syntax)
         turn = chat_turn(req, config.sampling, config.n_vocab, _client(request, req),
-                         config.parallel, config.prompts.model.vocab if config.prompts else None)
+                         config.parallel, config.vocab)
+        turn.owner, turn.share_prefix = _owner(request), config.share_prefix
         ticket = submit(turns, turn)
         first = await first_or_disconnect(ticket, request.receive)
         if first is None:
             return Response(status_code=499)  # the client has gone: nobody reads this
         completion = chat_response.Completion(config.model_name)
+        spend = _spender(limits, request)
         if req.stream:
-            return _streaming(chat_events(ticket, first, completion, req))
+            return _streaming(chat_events(ticket, first, completion, req, spend))
         outcomes = await ticket.outcomes(first)
+        spend(outcomes)
         return JSONResponse(completion.whole(outcomes, req.tool_choice.takes_calls, req.logprobs),
                             headers=chat_response.headers(outcomes))
 
@@ -76,9 +87,11 @@ def build_app(turns, config: ServerConfig):
             return Response(status_code=499)
         completion = chat_response.Completion(config.model_name, "cmpl-")
         prefix = req.prompt if req.echo else ""
+        spend = _spender(limits, request)
         if req.stream:
-            return _streaming(text_events(ticket, first, completion, req, prefix))
+            return _streaming(text_events(ticket, first, completion, req, prefix, spend))
         outcomes = await ticket.outcomes(first)
+        spend(outcomes)
         return JSONResponse(completion_response.whole(completion, outcomes, prefix,
                                                       req.logprobs is not None))
 
@@ -94,7 +107,18 @@ def build_app(turns, config: ServerConfig):
                              "parallel": config.parallel, "busy": turns.busy,
                              "most_sequences": turns.most_sequences, "threads": turns.threads})
 
-    routes = []
+    async def stats(request: Request):
+        user = request.state.user
+        if not user.admin:
+            raise APIError(403, "/stats is for an admin key ('admin' in the keys file)",
+                           type="permission_error", code="not_admin")
+        return JSONResponse({"object": "stats", "parallel": config.parallel, "busy": turns.busy,
+                             "memory_states_bytes": turns.memory_bytes, "users": limits.stats()})
+
+    async def schema(request: Request):
+        return JSONResponse(openapi.document())
+
+    routes = [Route("/openapi.json", schema, methods=["GET"])]
     for prefix in ("/v1", ""):    # several clients leave /v1 out of their base URL
         routes += [Route(f"{prefix}/chat/completions", chat, methods=["POST"]),
                    Route(f"{prefix}/completions", completions, methods=["POST"]),
@@ -102,10 +126,11 @@ def build_app(turns, config: ServerConfig):
                          methods=["POST"]),
                    Route(f"{prefix}/models", models, methods=["GET"]),
                    Route(f"{prefix}/models/{{name:path}}", model, methods=["GET"]),
-                   Route(f"{prefix}/health", health, methods=["GET"])]
+                   Route(f"{prefix}/health", health, methods=["GET"]),
+                   Route(f"{prefix}/stats", stats, methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={
         APIError: _api_error, HTTPException: _http_error, Exception: _fault})
-    guarded = Guard(app, config.api_key, config.max_body)
+    guarded = Guard(app, config.keys or Keys.single(config.api_key), config.max_body, limits)
     if not config.cors_origins:
         return guarded
     # Outside the key check: a browser's preflight carries no key, and the
@@ -122,10 +147,13 @@ def completion_turn(req, config: ServerConfig, request: Request) -> TurnRequest:
         prompt = config.prompts.tokens(req.prompt, req.suffix)
     except NoFillInTheMiddle as exc:
         raise bad_field("suffix", f"'suffix': {exc}", "unsupported_parameter") from None
+    except EmptyPrompt as exc:
+        raise bad_field("prompt", f"'prompt': {exc}") from None
     except PromptTooLong as exc:
         raise APIError(400, str(exc), param="prompt", code="context_length_exceeded") from None
     turn = TurnRequest(messages=[], stop=req.sampling.stop, prompt=prompt,
-                       sampling=completion_sampling(req, config.sampling, config.n_vocab))
+                       sampling=completion_sampling(req, config.sampling, config.n_vocab),
+                       owner=_owner(request))
     turn.siblings = siblings(turn, req.n, config.parallel)
     return turn
 
@@ -135,7 +163,7 @@ def _streaming(events) -> StreamingResponse:
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
-async def chat_events(ticket, first, completion, req):
+async def chat_events(ticket, first, completion, req, spend=None):
     """Server-sent events: a role chunk per answer, content (or tool call) chunks, each
     answer's finish, usage, [DONE]."""
     n = len(ticket.answers)
@@ -164,6 +192,8 @@ async def chat_events(ticket, first, completion, req):
                 if len(done) == n:
                     break
             i, kind, value = await ticket.next()
+        if spend is not None:
+            spend([done[i] for i in range(n)])
         if req.include_usage:
             yield _sse(completion.usage_chunk([done[i] for i in range(n)]))
         yield "data: [DONE]\n\n"
@@ -173,7 +203,7 @@ async def chat_events(ticket, first, completion, req):
         ticket.cancel()  # the client went away mid-answer: stop it, keep what was written
 
 
-async def text_events(ticket, first, completion, req, prefix: str):
+async def text_events(ticket, first, completion, req, prefix: str, spend=None):
     """A completion's events: its text in chunks (the echoed prompt first), the finish, [DONE]."""
     n, done, logprobs = len(ticket.answers), {}, req.logprobs is not None
     pending: list = [[] for _ in range(n)]
@@ -195,6 +225,8 @@ async def text_events(ticket, first, completion, req, prefix: str):
                 if len(done) == n:
                     break
             i, kind, value = await ticket.next()
+        if spend is not None:
+            spend([done[i] for i in range(n)])
         if req.include_usage:
             yield _sse({**completion.head("text_completion"), "choices": [],
                         "usage": chat_response.usage([done[i] for i in range(n)])})
@@ -220,6 +252,18 @@ async def _json(request: Request):
 
 def _client(request: Request, req) -> str:
     return req.user or request.headers.get("user-agent") or "unknown"
+
+
+def _owner(request: Request) -> "str | None":
+    """The name of the user whose key the request carries (None: the archive's own)."""
+    user = getattr(request.state, "user", None)
+    return user.name if user is not None else None
+
+
+def _spender(limits: Limits, request: Request):
+    """Counts a finished request's tokens (prompt and answers, as usage) against its key."""
+    user = getattr(request.state, "user", None)
+    return lambda outcomes: limits.spend(user, chat_response.usage(outcomes)["total_tokens"])
 
 
 def _model_card(name: str, created: int) -> dict:

@@ -87,14 +87,17 @@ def _messages(messages) -> list[ChatMessage]:
         if not isinstance(message, dict):
             raise bad_field(where, f"'{where}' must be an object")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:   # a dict is not even hashable
             raise bad_field(f"{where}.role", f"'{where}.role' must be system, developer, user, "
                             f"assistant or tool (got {role!r})")
         if message.get("function_call"):
             raise bad_field(f"{where}.function_call", f"'{where}.function_call': the deprecated "
                             "function calling is not supported: send 'tool_calls'",
                             "unsupported_parameter")
-        calls = _tool_calls(message.get("tool_calls"), where) if role == "assistant" else []
+        calls = _tool_calls(message.get("tool_calls"), where)
+        if calls and role != "assistant":
+            raise bad_field(f"{where}.tool_calls", f"'{where}.tool_calls': only an assistant's "
+                            "message makes tool calls")
         content = message.get("content")
         if content is None and calls:
             content = ""
@@ -137,7 +140,8 @@ def _tool_calls(calls, where: str) -> list:
         at = f"{where}.tool_calls[{j}]"
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
-                or not isinstance(function.get("arguments", ""), str):
+                or not isinstance(function.get("arguments", ""), str) \
+                or call.get("type", "function") not in ("function", None):
             raise bad_field(at, f"'{at}' must be {{id, type: function, function: {{name, arguments}}}}")
         out.append({"id": str(call.get("id") or ""), "name": function["name"],
                     "arguments": function.get("arguments") or "{}"})

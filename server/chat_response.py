@@ -93,6 +93,7 @@ def chatdb_fields(outcomes: list) -> dict:
                          "left_out_messages": r.left_out_messages}}
     if len(outcomes) > 1:
         fields["message_ids"] = [o.result.message_id for o in outcomes]
+        fields["speculative_each"] = [o.result.speculative for o in outcomes]
     return fields
 
 

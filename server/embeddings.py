@@ -16,9 +16,11 @@ import numpy as np
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from . import fields
 from .errors import APIError, bad_field
 
 MAX_INPUTS = 2048   # OpenAI's own limit on one request's inputs
+HONOURED = {"input", "model", "encoding_format", "dimensions"}
 
 
 class EmbeddingService:
@@ -65,6 +67,7 @@ def route(service: "EmbeddingService | None", json_body):
 def parse(req) -> "tuple[list[str], str]":
     if not isinstance(req, dict):
         raise APIError(400, "the request body must be a JSON object", code="invalid_json")
+    fields.check_known(req, HONOURED, {})
     if "input" not in req:
         raise bad_field("input", "'input' is required", code="missing_required_parameter")
     texts = req["input"]

@@ -15,8 +15,16 @@ import pytest
 
 from chatdb.archive import Archive
 
+from .properties import profiles
+
+# Before Hypothesis's plugin reads --hypothesis-profile, which may name one of them.
+profiles.register()
+
 
 os.umask(0o000)
+
+# The GPU suite runs on a GPU build, by `make test-gpu` (pytest tests/gpu), not with the rest.
+collect_ignore = ["gpu"]
 
 # Ctrl-C as at a terminal, for the suite and the processes it starts: a suite started in
 # the background by a script (`pytest ... &`) inherits SIGINT ignored, and so would every
@@ -32,6 +40,29 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 
+# -- the two passes of `make test` ----------------------------------------------------------
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--alone", choices=("with", "skip", "only"), default="with",
+        help="tests marked `alone` (they need a quiet machine): run them with the rest "
+             "(default), leave them out (make test's parallel pass) or run only them (its "
+             "serial pass)")
+
+
+def pytest_collection_modifyitems(config, items):
+    mode = config.getoption("--alone")
+    if mode == "with":
+        return
+    keep, leave = [], []
+    for item in items:
+        alone = item.get_closest_marker("alone") is not None
+        (keep if alone == (mode == "only") else leave).append(item)
+    if leave:
+        config.hook.pytest_deselected(items=leave)
+    items[:] = keep
+
+
 @pytest.fixture
 def db_path(tmp_path):
     return tmp_path / "chatdb.db"
@@ -41,6 +72,19 @@ def db_path(tmp_path):
 def archive(db_path):
     with Archive.open(db_path) as archive:
         yield archive
+
+
+@pytest.fixture(scope="session")
+def smollm2_vocab():
+    """The default model loaded once per worker with a small context, for the tests that need
+    its vocabulary or tokenizer only (never its KV: a test that decodes loads its own)."""
+    from engine.llama.model import ContextConfig, Model
+    from engine.llama.model_path import resolve_model_path
+
+    model = Model(str(resolve_model_path()), ContextConfig(n_ctx=256, n_batch=32, n_threads=1,
+                                                          flash_attn=False))
+    yield model
+    model.close()
 
 
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"

@@ -13,11 +13,12 @@ file, and the write-ahead log is checkpointed and truncated, so that it does
 not hold them either.
 """
 
-import sqlite3
 from dataclasses import dataclass
 
+from .. import dbapi
 from ..clock import now
 from ..queries import WALK_UP
+from ..replication import is_replicated
 from . import eviction
 from .budget import format_size
 from .report import file_sizes, stored
@@ -33,7 +34,6 @@ RECORD_REOPENING = "INSERT INTO kv_reopenings (at, restored_tokens, reusable_tok
 KEEP_REOPENINGS = 1000   # rows kept: more than the report reads
 TRIM_REOPENINGS = "DELETE FROM kv_reopenings WHERE id <= (SELECT max(id) FROM kv_reopenings) - ?"
 WAL_SHARE = 20   # a log past 1/WAL_SHARE of the budget is checkpointed after a store
-DELETE_SEGMENT = "DELETE FROM kv_segments WHERE message_id = ? AND fingerprint = ? AND kind = ?"
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class KVKeeping:
 
     def drop(self, victims: "list[eviction.Victim]") -> None:
         for victim in victims:
-            self.conn.execute(DELETE_SEGMENT, (victim.message_id, victim.fingerprint, victim.kind))
+            self.archive.kv.delete(victim.message_id, victim.fingerprint, victim.kind)
 
     def prune(self, span: int = eviction.DEFAULT_SPAN) -> Pruned:
         """Apply the budget now (nothing is protected), then give the free pages back."""
@@ -131,13 +131,16 @@ class KVKeeping:
 
     def checkpoint(self) -> bool:
         """Checkpoint and truncate the log, without waiting for other processes' readers
-        (the next checkpoint finishes what this one could not); whether it was whole."""
+        (the next checkpoint finishes what this one could not); whether it was whole.
+        Not while Litestream replicates the archive: it checkpoints then (see replication)."""
+        if is_replicated(self.archive.db_path):
+            return False
         timeout = self.conn.execute("PRAGMA busy_timeout").fetchone()[0]
         self.conn.execute("PRAGMA busy_timeout = 0")
         try:
             busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
             return busy == 0
-        except sqlite3.OperationalError:   # busy: another process is checkpointing
+        except dbapi.OperationalError:   # busy: another process is checkpointing
             return False
         finally:
             self.conn.execute(f"PRAGMA busy_timeout = {int(timeout)}")

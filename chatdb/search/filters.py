@@ -1,4 +1,5 @@
-"""What a search is limited to: a role, a time range, what one conversation reaches.
+"""What a search is limited to: a role, a time range, what one conversation (or one user's
+conversations) reaches.
 
 The filters become rowid ranges that the index is read in (newest first),
 and a condition checked on the messages table for the matches read.
@@ -46,6 +47,18 @@ MESSAGE_FILTERS = """
   AND (:until IS NULL OR m.created_at < :until)"""
 
 REACHED_IDS = q.REACHED_BY + "\nSELECT id FROM reached ORDER BY id"
+# What a shared server's user's conversations reach: what they wrote, their heads, above.
+REACHED_BY_OWNER = """
+WITH RECURSIVE reached(id) AS (
+    SELECT m.id FROM messages m JOIN conversations c ON c.id = m.conversation_id
+    WHERE c.owner = :owner
+    UNION
+    SELECT head_id FROM conversations WHERE owner = :owner AND head_id IS NOT NULL
+    UNION
+    SELECT m.parent_id FROM messages m JOIN reached r ON m.id = r.id
+    WHERE m.parent_id IS NOT NULL
+)
+SELECT id FROM reached ORDER BY id"""
 
 
 # Bounding dates by rowid needs an index on created_at; without one the
@@ -58,9 +71,10 @@ SELECT min(id), max(id) FROM messages WHERE created_at >= :since AND created_at 
 NO_SINCE, NO_UNTIL = "", "~"  # before and after every ISO 8601 time
 
 
-def make_filters(conn, limit, conversation_id, role, since, until, tags=()) -> Filters:
+def make_filters(conn, limit, conversation_id, role, since, until, tags=(), owner=None) -> Filters:
     """The filters of a search; `tags`: only in what the conversations carrying all of
-    them reach (with `conversation_id` too: what both allow)."""
+    them reach (with `conversation_id` too: what both allow); `owner`: only what that
+    user's conversations reach."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise SearchError(f"limit must be a positive whole number, not {limit!r}")
     if role is not None and role not in ROLES:
@@ -74,6 +88,9 @@ def make_filters(conn, limit, conversation_id, role, since, until, tags=()) -> F
         if conn.execute(q.CONVERSATION, (conversation_id,)).fetchone() is None:
             raise NotFound(f"no conversation {conversation_id}")
         reached = [row[0] for row in conn.execute(REACHED_IDS, {"conv": conversation_id})]
+    if owner is not None:
+        theirs = [row[0] for row in conn.execute(REACHED_BY_OWNER, {"owner": owner})]
+        reached = theirs if reached is None else sorted(set(reached) & set(theirs))
     if not tags:
         return Filters(role, start, end, reached)
     tagging = Tags(conn)

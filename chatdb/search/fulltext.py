@@ -65,7 +65,8 @@ CONVERSATION_TITLE = "SELECT title FROM conversations WHERE id = ?"
 
 def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
            conversation_id: "int | None" = None, role: "str | None" = None,
-           since: "str | None" = None, until: "str | None" = None, tags=()) -> list[Hit]:
+           since: "str | None" = None, until: "str | None" = None, tags=(),
+           owner: "str | None" = None) -> list[Hit]:
     """The best `limit` messages for `query`, best first; [] for a blank query.
 
     tags (and `tag:NAME` in the query): only in what the conversations carrying
@@ -78,7 +79,7 @@ def search(conn: sqlite3.Connection, query: str, *, limit: int = 20,
     """
     query, named = split_tags(query)
     with interruptible(conn), read_snapshot(conn):
-        filters = make_filters(conn, limit, conversation_id, role, since, until, [*tags, *named])
+        filters = make_filters(conn, limit, conversation_id, role, since, until, [*tags, *named], owner)
         match = match_expression(conn, query)
         if match is None:
             return []

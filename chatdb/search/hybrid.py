@@ -61,7 +61,8 @@ class RankedHit(Hit):
 def search(conn: sqlite3.Connection, query: str, *, by: str = "both",
            meaning: "Meaning | None" = None, limit: int = 20,
            conversation_id: "int | None" = None, role: "str | None" = None,
-           since: "str | None" = None, until: "str | None" = None, tags=()) -> list[RankedHit]:
+           since: "str | None" = None, until: "str | None" = None, tags=(),
+           owner: "str | None" = None) -> list[RankedHit]:
     """The best `limit` messages for `query` by words, meaning or both, best first.
 
     Raises SearchError as fulltext.search does (a query of too many words
@@ -73,12 +74,12 @@ def search(conn: sqlite3.Connection, query: str, *, by: str = "both",
     tags = [*tags, *named]
     if by == "words":
         hits = fulltext.search(conn, query, limit=limit, conversation_id=conversation_id,
-                               role=role, since=since, until=until, tags=tags)
+                               role=role, since=since, until=until, tags=tags, owner=owner)
         return [RankedHit(**hit.__dict__, words_rank=i) for i, hit in enumerate(hits, 1)]
     if meaning is None:
         raise SearchError(f"a search by {by} needs an embedding model")
     with read_snapshot(conn):
-        filters = make_filters(conn, limit, conversation_id, role, since, until, tags)
+        filters = make_filters(conn, limit, conversation_id, role, since, until, tags, owner)
         match = match_expression(conn, query)  # a bad query fails as by words
         if match is None:
             return []

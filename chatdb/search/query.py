@@ -11,6 +11,7 @@ a common phrase still selects messages but is left out of the score.
 
 import sqlite3
 
+from .. import dbapi
 from ..errors import SearchError
 from ..queries import LAST_MESSAGE_ID
 from .textindex import QUERY_TOKEN, and_phrases, plain_query, query_text
@@ -35,7 +36,7 @@ def match_expression(conn: sqlite3.Connection, query: str) -> "str | None":
         try:
             conn.execute(VALIDATE, (expression,)).fetchall()
             return expression
-        except sqlite3.OperationalError:  # fts5: syntax error, no such column, ...
+        except dbapi.OperationalError:  # fts5: syntax error, no such column, ...
             pass
     expression = plain_query(query)
     expression = expression and _without_repeats(expression)

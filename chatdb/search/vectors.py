@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..clock import now
-from ..queries import LAST_MESSAGE_ID
+from ..queries import LAST_MESSAGE_ID, MESSAGE_EXISTS, WRITTEN_AFTER
 
 SCALE = 127.0
 
@@ -28,7 +28,6 @@ FROM embedding_models e ORDER BY e.id"""
 PUT = """
 INSERT INTO message_vectors (model_id, message_id, chunk, start, vector) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (message_id, model_id, chunk) DO NOTHING"""
-MESSAGE_EXISTS = "SELECT 1 FROM messages WHERE id = ?"
 # Messages without vectors of the model, newest first (the ones searched for most).
 UNINDEXED = """
 SELECT m.id, m.content FROM messages m
@@ -97,8 +96,7 @@ class VectorStore:
 
     def count_unindexed(self, model_id: "int | None", after: int = 0) -> int:
         if model_id is None:
-            return self.conn.execute("SELECT count(*) FROM messages WHERE id > ?",
-                                     (after,)).fetchone()[0]
+            return self.conn.execute(WRITTEN_AFTER, (after,)).fetchone()[0]
         return self.conn.execute(COUNT_UNINDEXED, {"model": model_id, "after": after}).fetchone()[0]
 
     def last_message_id(self) -> int:

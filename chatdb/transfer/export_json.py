@@ -2,7 +2,7 @@
 
     {"format": "chatdb-export", "version": 1, "conversations": [
         {"uid", "title", "created_at", "updated_at", "system_prompt", "model",
-         "meta", "head", "tags", "pinned", "archived",
+         "meta", "head", "tags", "pinned", "archived", "owner",
          "messages": [{"uid", "parent", "conversation", "role", "content",
                        "status", "created_at", "meta"}, ...]}, ...]}
 
@@ -13,7 +13,9 @@ of the conversation that wrote the message (a fork shares its ancestors'
 messages, so they appear under both; null once their writer is deleted).
 `system_prompt` is the content of the root system message of the head's path
 (or null), for readers: import takes the prompt from that message itself.
-Tokens and KV are left out: they belong to one model build and are rebuilt.
+`owner` names the user of a shared server whose key created it (null: the
+archive's own user). Tokens and KV are left out: they belong to one model
+build and are rebuilt.
 """
 
 from ..archive import Archive
@@ -57,6 +59,7 @@ def export_conversation(archive: Archive, conv_id: int, uids: "_UidCache | None"
         "head": uids.message(conv.head_id),
         "tags": archive.tags.of(conv_id),
         **archive.tags.flags(conv_id),
+        "owner": conv.owner,
         "messages": [_message(m, uids) for m in archive.tree(conv_id)],
     }
 

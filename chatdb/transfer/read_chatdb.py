@@ -40,6 +40,7 @@ def read_chatdb_conversation(number: int, raw) -> ConversationRecord:
         tags=_tags(raw, where),
         pinned=get(raw, "pinned", bool, where, required=False) or False,
         archived=get(raw, "archived", bool, where, required=False) or False,
+        owner=get(raw, "owner", str, where, required=False),
         where=where,
     )
 

@@ -46,6 +46,7 @@ class ConversationRecord:
     tags: list = field(default_factory=list)   # as written (chatdb.tags checks them)
     pinned: bool = False
     archived: bool = False
+    owner: "str | None" = None   # the shared server's user who created it
     where: str = ""  # e.g. 'conversation 3 ("Trip")'
     skipped: int = 0  # entries of the file the reader left out (not text, tool calls)
 

@@ -62,8 +62,8 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 # afterwards cost as much as writing all its messages.
 INSERT_CONVERSATION = """
 INSERT INTO conversations (id, uid, title, head_id, model, created_at, updated_at, meta,
-                           pinned, archived)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+                           pinned, archived, owner)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 SETTLE_CONVERSATION = "UPDATE conversations SET head_id = ?, meta = ? WHERE id = ?"
 SET_OWNER = "UPDATE messages SET conversation_id = ? WHERE id IN (SELECT value FROM json_each(?))"
 
@@ -154,7 +154,8 @@ class ImportWriter:
         head_id, meta = settled or (None, meta_json(None))
         self.conn.execute(INSERT_CONVERSATION, (
             conv_id, record.uid, record.title, head_id, record.model, record.created_at,
-            record.updated_at or record.created_at, meta, int(record.pinned), int(record.archived)))
+            record.updated_at or record.created_at, meta, int(record.pinned), int(record.archived),
+            record.owner))
         if record.tags:
             self.tags.add(conv_id, record.tags)
         self._next_conversation += 1

@@ -8,9 +8,11 @@ the exit status. To add a subcommand, write its module and list it below.
 
 from . import ask, doctor, export, fork, import_, index, kv, list_, manage, search, serve, show, warm
 from . import browse, sql, tags
+from . import backup, encryption, replicate
 
 MODULES = (ask, list_, show, search, index, fork, manage, export, import_, doctor, serve, warm, kv,
-           tags, sql, browse)
+           tags, sql, browse,
+           backup, encryption, replicate)
 
 
 def register_all(subparsers) -> None:

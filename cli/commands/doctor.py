@@ -41,7 +41,8 @@ def run(args) -> int:
             report = engine.describe()
         finally:
             engine.close()
-        report["archive"] = {"path": str(archive.db_path), "integrity_check": integrity}
+        report["archive"] = {"path": str(archive.db_path), "integrity_check": integrity,
+                             "encrypted": archive.encrypted}
         budget = archive.kv_budget.get()
         report["kv"].update(budget_bytes=budget.bytes, budget_source=budget.source,
                             budget=budget.describe(), stored_bytes=stored(archive.conn)[0])
@@ -59,6 +60,8 @@ def _print(report: dict) -> None:
     for d in hw["devices"]:
         mem = f"{d['memory_free'] / 2**30:.1f} of {d['memory_total'] / 2**30:.1f} GiB free"
         p(f"  device {d['name']} ({d['type']}, {d['backend']}): {d['description']}; {mem}")
+    if hw.get("cpu_fallback"):
+        p(f"  {hw['cpu_fallback']}")
     p(f"cores: {hw['physical_cores']} physical, {hw['logical_cores']} logical; "
       f"GPU offload supported: {'yes' if hw['gpu_offload'] else 'no'}")
     p(f"model: {model['path']}")
@@ -72,12 +75,14 @@ def _print(report: dict) -> None:
     p(f"forward-pass costs ({c['source']}, {c['timings']} timings, {c['turns']} turns): a step "
       f"{c['step_ms'][0]:.2f} ms at 0 tokens of context, {c['step_ms'][1]:.2f} ms at 4,096; "
       f"verifying 4 guesses at 1,000 costs {c['verify_4_at_1000']:.2f} steps")
-    p(f"archive: {report['archive']['path']} (integrity_check: {report['archive']['integrity_check']})")
+    encrypted = "; encrypted (SQLCipher 4)" if report["archive"]["encrypted"] else "; not encrypted"
+    p(f"archive: {report['archive']['path']} (integrity_check: "
+      f"{report['archive']['integrity_check']}{encrypted})")
     per_token, window = kv["bytes_per_token"], kv.get("window")
     memory = MEMORY.get(kv.get("memory"), kv.get("memory"))
     p(f"KV state: {kv.get('stored_as', kv['mode'])}, {kv['type']} ({memory}"
       + (f", window {window} tokens)" if window else ")")
       + (f", {per_token} bytes per token" if per_token else "")
       + (f" + {kv['window_bytes_per_token']} per token of each message's last window" if window else "")
-      + f"; fingerprint {kv['fingerprint']}")
+      + f"; held in {kv['held_in']}; fingerprint {kv['fingerprint']}")
     p(f"KV budget: {kv['budget']}; {format_size(kv['stored_bytes'])} stored (`chatdb kv` tells more)")

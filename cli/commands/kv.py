@@ -5,9 +5,9 @@ from dataclasses import asdict
 
 from chatdb.kv.budget import format_size, parse_size
 from chatdb.kv.report import report
+from engine.kv.kv_type import KV_TYPES
 
 from .. import output
-from ..model_options import KV_TYPES
 from ..options import add_command, open_archive
 
 DESCRIPTION = """\
@@ -42,8 +42,8 @@ TYPE_DESCRIPTION = """\
 Set the type the KV cache holds its values in, for every process on this
 archive (--kv-type and $CHATDB_KV_TYPE override it for one): f16, the
 default, or q8_0, about 0.6 of f16's bytes stored per token, computed with
-flash attention (which makes a CPU slower: see the README for the measured
-cost). KV stored under one type is never restored under another: each chat
+flash attention (which makes a CPU slower: docs/kv-budget.md gives the
+measured cost). KV stored under one type is never restored under another: each chat
 is read again once, and the other type's KV is dropped first as it goes
 unused. Without TYPE, show it.
 
@@ -69,7 +69,7 @@ def register(subparsers) -> None:
     budget.add_argument("size", nargs="?", metavar="SIZE")
     kv_type = add_command(actions, "type", run_type, help="show or set the archive's KV type",
                           description=TYPE_DESCRIPTION)
-    kv_type.add_argument("type", nargs="?", choices=KV_TYPES, metavar="TYPE")
+    kv_type.add_argument("type", nargs="?", choices=list(KV_TYPES), metavar="TYPE")
     add_command(actions, "prune", run_prune, help="apply the KV budget now and give back the free space",
                 description=PRUNE_DESCRIPTION)
 

@@ -14,19 +14,22 @@ def register(subparsers) -> None:
         subparsers, "list", run, help="list conversations, pinned first, then most recently updated",
         description="List conversations: pinned ones first, then the most recently updated.\n"
                     "Archived conversations are left out unless --archived is given.\n\n"
-                    "JSON: [{id, title, updated_at, message_count, pinned, archived, tags}, ...]")
+                    "JSON: [{id, title, updated_at, message_count, owner, pinned, archived, tags}, ...];\n"
+                    "owner: the shared server's user who created it (null: the archive's own)")
     parser.add_argument("--limit", type=positive_int, metavar="N", help="show at most N")
     parser.add_argument("--tag", action="append", default=[], metavar="TAG",
                         help="only those with this tag (repeat it: all must match)")
     parser.add_argument("--pinned", action="store_true", help="only pinned conversations")
     parser.add_argument("--archived", action="store_true", help="only archived conversations")
+    parser.add_argument("--user", metavar="NAME", help="only this shared server user's")
 
 
 def run(args) -> int:
     with open_archive(args) as archive:
         try:
             rows = archive.list_conversations(limit=args.limit or -1, tags=args.tag,
-                                              pinned=args.pinned, archived=args.archived)
+                                              pinned=args.pinned, archived=args.archived,
+                                              **({"owner": args.user} if args.user else {}))
         except TagError as exc:
             output.error(str(exc))
             return 2
@@ -42,5 +45,6 @@ def run(args) -> int:
         title = output.one_line(row.title) or "(untitled)"
         pin = output.bold("pinned ", color) if row.pinned else ""
         tags = output.dim("  " + tag_list(row.tags), color) if row.tags else ""
-        output.print_text(f"{row.id:>{width}}  {when}  {row.message_count:>4} msg  {pin}{title}{tags}")
+        owner = output.dim(f"  [{row.owner}]", color) if row.owner else ""
+        output.print_text(f"{row.id:>{width}}  {when}  {row.message_count:>4} msg  {pin}{title}{tags}{owner}")
     return 0

@@ -43,6 +43,8 @@ def register(subparsers) -> None:
                         help="at most N hits (default 20)")
     parser.add_argument("--conv", metavar="CONV", help="only in this conversation (number or uid)")
     parser.add_argument("--role", choices=ROLES, help="only messages by this role")
+    parser.add_argument("--user", metavar="NAME",
+                        help="only what this shared server user's conversations reach")
     parser.add_argument("--since", metavar="DATE", help="only messages from DATE on")
     parser.add_argument("--until", metavar="DATE", help="only messages up to DATE")
     parser.add_argument("--tag", action="append", default=[], metavar="TAG",
@@ -72,7 +74,7 @@ def run(args) -> int:
             hits = search(archive.conn, text, by=by,
                           meaning=meaning.query(text) if by != "words" and text.strip() else None,
                           limit=args.limit, conversation_id=conv_id, role=args.role,
-                          since=args.since, until=args.until, tags=tags)
+                          since=args.since, until=args.until, tags=tags, owner=args.user)
         finally:
             if meaning:
                 meaning.close()

@@ -3,9 +3,11 @@
 import argparse
 import ipaddress
 import os
+from pathlib import Path
 
 from chatdb.connection import disk_full
 from chatdb.errors import ChatdbError
+from server.users import Keys, KeysFileError, add_user   # no Starlette: it loads late
 
 from .. import output
 from ..meaning import add_embed_option
@@ -54,6 +56,19 @@ def register(subparsers) -> None:
                         help="requests that may wait for a slot; more get 503 (default 4 x parallel)")
     parser.add_argument("--api-key", metavar="KEY", help="require 'Authorization: Bearer KEY' "
                         "(default: $CHATDB_API_KEY)")
+    parser.add_argument("--keys", metavar="FILE", type=Path,
+                        help="several users: a file of 'NAME KEY' lines (KEY or sha256:HEX); each "
+                             "sees only their own conversations (docs/shared-server.md)")
+    parser.add_argument("--user-key", metavar="NAME",
+                        help="add user NAME to --keys FILE with a new key, print the key once, "
+                             "and exit")
+    parser.add_argument("--share-prefix", action="store_true",
+                        help="let users' requests share a root system prompt's stored KV (the time "
+                             "to a first token then says whether someone sent it before)")
+    parser.add_argument("--max-concurrent", type=positive_int, metavar="N",
+                        help="requests one key may have at once; more get 429 (default: no limit)")
+    parser.add_argument("--tokens-per-minute", type=positive_int, metavar="N",
+                        help="tokens one key may use a minute; more get 429 (default: no limit)")
     parser.add_argument("--allow-no-key", action="store_true",
                         help="bind an address other than loopback without an API key")
     parser.add_argument("--max-body", type=positive_int, default=MAX_BODY, metavar="BYTES",
@@ -82,24 +97,35 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    api_key = args.api_key or os.environ.get("CHATDB_API_KEY") or None
-    if not api_key and not _loopback(args.host) and not args.allow_no_key:
+    if args.user_key is not None:
+        return add_user_key(args)
+    if args.keys is not None and args.api_key:
+        output.error("give either --api-key (one user) or --keys FILE (several), not both")
+        return 2
+    try:
+        keys = Keys.load(args.keys) if args.keys is not None else None
+    except KeysFileError as exc:
+        output.error(str(exc))
+        return 2
+    api_key = None if keys else (args.api_key or os.environ.get("CHATDB_API_KEY") or None)
+    if not (api_key or keys) and not _loopback(args.host) and not args.allow_no_key:
         output.error(f"--host {args.host} is reachable from other machines: give --api-key "
                      "(or $CHATDB_API_KEY), or --allow-no-key to serve it without one")
         return 2
     if args.queue is not None and args.queue < 0:
         output.error("--queue must be 0 or more")
         return 2
-    if not api_key and not _loopback(args.host):   # --allow-no-key: said, since it is risky
+    if not (api_key or keys) and not _loopback(args.host):   # --allow-no-key: said, since it is risky
         output.warning(f"serving {args.host} without an API key (--allow-no-key): anyone who "
                        "can reach it can read and write every conversation in the archive")
-    with open_archive(args, create=True) as archive:
+    with open_archive(args, create=True, ask_key=False) as archive:   # a server asks no one
         if archive.read_only:
             where = "the disk is full" if disk_full(archive.db_path) else "it is read-only here"
             raise ChatdbError(f"{archive.db_path}: {where}; chatdb serve stores every request "
                               "and answer, so it needs an archive it can write")
     from server.run import Listen, bind, model_name, serve  # loads Starlette and uvicorn
     from server.app import ServerConfig
+    from server.limits import Limits
     from engine.serving import open_turns
     from engine.prompt.completion_prompt import CompletionPrompts
     from server.embeddings import EmbeddingService
@@ -117,11 +143,14 @@ def run(args) -> int:
         sock.close()
         raise
     service = EmbeddingService(embed_path, model_name(embed_path)) if embed_path else None
+    engine = turns.engine
     config = ServerConfig(args.alias or model_name(path), sampling_from(args), api_key,
                           args.max_body, parallel, tuple(args.cors_origin),
-                          turns.engine.model.n_vocab, prompts=CompletionPrompts(turns.engine.model),
-                          embeddings=service,
-                          tool_syntax=turns.engine.chat_format.template.tool_syntax)
+                          engine.model.n_vocab, prompts=CompletionPrompts(engine.model),
+                          vocab=engine.model.vocab, embeddings=service,
+                          tool_syntax=engine.tool_syntax, keys=keys,
+                          limits=Limits(args.max_concurrent, args.tokens_per_minute),
+                          share_prefix=args.share_prefix)
     indexer = background_indexer(db_path(args), embed_path)
     try:
         serve(sock, turns, config, max_connections=args.max_connections,
@@ -132,6 +161,22 @@ def run(args) -> int:
             indexer.close()
         if service is not None:
             service.close()
+    return 0
+
+
+def add_user_key(args) -> int:
+    """--user-key NAME: a new key for NAME, its hash appended to --keys FILE, shown once."""
+    if args.keys is None:
+        output.error("--user-key NAME needs --keys FILE: the file the user's key is added to")
+        return 2
+    try:
+        key = add_user(args.keys, args.user_key)
+    except KeysFileError as exc:
+        output.error(str(exc))
+        return 2
+    output.print_text(key)
+    output.warning(f"user {args.user_key!r} added to {args.keys}; the key is shown only "
+                   "this once (the file keeps its hash)")
     return 0
 
 

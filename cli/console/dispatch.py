@@ -4,8 +4,8 @@ Errors are said in one line and the session goes on; they are counted, so
 that stdin mode can end with status 1 when something failed.
 """
 
-import sqlite3
 
+from chatdb import dbapi
 from chatdb.connection import describe
 from chatdb.errors import ChatdbError
 
@@ -30,7 +30,7 @@ def handle(session, text: str) -> None:
         fail(session, str(exc))
     except OSError as exc:
         fail(session, f"{exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else str(exc))
-    except sqlite3.Error as exc:
+    except dbapi.Error as exc:
         fail(session, f"{session.archive.db_path}: {describe(exc, session.archive.db_path)}")
 
 

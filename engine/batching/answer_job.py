@@ -58,6 +58,10 @@ class AnswerJob(Job):
                    conversation_id=conversation_id, user_message_id=user_message_id, head=head,
                    prepared=prepared, **callbacks)
 
+    @property
+    def answering(self) -> "tuple[int, int]":
+        return self.conversation_id, self.prepared.path[-1].id
+
     def answered(self, gen: Generation, figures: SlotFigures, held: int) -> "list[int] | None":
         """Commit the answer, build the result; the answer's tail, which the model has not
         seen, to feed before storing (None: nothing to store)."""

@@ -143,6 +143,7 @@ class Job:
     path: "PathTokens | None" = None          # the prompt's messages: restored from, stored under
     window_key: "str | None" = None           # what a window's KV is stored under (window.py)
     question_end: "int | None" = None         # a message boundary whose state storing wants
+    owner: "str | None" = None                # whose KV it may reuse (TurnRequest.owner)
     started: float = field(default_factory=time.perf_counter)
     result: "TurnResult | None" = None
     error: "BaseException | None" = None
@@ -155,6 +156,12 @@ class Job:
     @property
     def answers(self) -> bool:
         return self.sampling is not None
+
+    @property
+    def answering(self) -> "tuple[int, int] | None":
+        """(conversation id, message id) of the archive's message answered (None: a
+        completion, outside the tree); the archive drafter guesses from its relatives."""
+        return None
 
     @property
     def restore_limit(self) -> int:

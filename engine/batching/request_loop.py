@@ -12,8 +12,8 @@ are re-checked against the free cores whenever a step follows a pause, as
 the console does before each turn.
 
 What a front-end calls: start, submit (False when full: the client hears
-"busy"), busy, most_sequences, threads, cancel_all (from a signal handler
-too), close.
+"busy"), busy, most_sequences, threads, memory_bytes, cancel_all (from a
+signal handler too), close.
 """
 
 import queue
@@ -65,6 +65,13 @@ class RequestLoop:
     def threads(self) -> "dict | None":
         """The decode and batch threads in use (re-chosen whenever a step follows a pause)."""
         return self.engine.threads if self.engine is not None else None
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the recent chats' states kept in memory (all slots share them)."""
+        if self.engine is None:
+            return 0
+        return sum(state.nbytes for _, state in list(self.engine.cache.memory.entries.values()))
 
     def submit(self, request: TurnRequest) -> bool:
         with self._lock:
@@ -164,11 +171,13 @@ class RequestLoop:
         given the placement as soon as it is made."""
         engine, jobs, placement = self.engine, [], None
         if request.prompt is None:
-            placement = engine.place(request.messages, request.title, request.meta, request.tags)
+            placement = engine.place(request.messages, request.title, request.meta, request.tags,
+                                     request.owner, request.share_prefix)
             placed.append(placement)
         for each in [request] + request.siblings:
             callbacks = dict(stop=list(each.stop), on_text=each.on_text, on_logprob=each.on_logprob,
                              cancelled=each.cancelled.is_set, follows=jobs[0] if jobs else None,
+                             owner=request.owner,
                              on_end=lambda job, each=each: self._ended(each, placement, job))
             if placement is None:
                 jobs.append(engine.completion_job(request.prompt, each.sampling, **callbacks))

@@ -99,7 +99,7 @@ class Scheduler:
         free = [s for s in self.slots if not s.busy]
         if not free:
             raise EngineError("no free slot for the job")
-        return min(free, key=lambda s: (self._runs_with(s), -s.holds(job.prompt)))
+        return min(free, key=lambda s: (self._runs_with(s), -s.holds(job.prompt, job.owner)))
 
     def _runs_with(self, chosen: Slot) -> int:
         """Runs of consecutive busy slots if `chosen` were busy too."""
@@ -148,8 +148,9 @@ class Scheduler:
         """Every busy slot chooses its tokens for this step; those that have any."""
         busy, room = self.busy, self.batch.capacity
         ongoing = [s for s in busy if s.state in ONGOING]
+        shared = sum(1 for s in busy if s.state in ONGOING or s.state == SlotState.READING) - 1
         for i, slot in enumerate(ongoing):   # a token each for those after it, at least
-            room -= self._planned(slot, room - (len(ongoing) - 1 - i))
+            room -= self._planned(slot, room - (len(ongoing) - 1 - i), shared=shared)
         reading = sorted((s for s in busy if s.state == SlotState.READING),
                          key=lambda s: s.arrived)
         if reading:   # steps of generating slots alone, most of a turn's, skip the pacing
@@ -160,10 +161,11 @@ class Scheduler:
         return [s for s in busy if s.busy and s.planned]
 
     @staticmethod
-    def _planned(slot: Slot, room: int, prompt_share: int = 0) -> int:
-        """The tokens `slot` plans this step (0 if planning failed: its job ends)."""
+    def _planned(slot: Slot, room: int, prompt_share: int = 0, shared: int = 0) -> int:
+        """The tokens `slot` plans this step (0 if planning failed: its job ends); `shared`:
+        the other slots that may compute in the same pass."""
         try:
-            return slot.plan(room, prompt_share)
+            return slot.plan(room, prompt_share, shared)
         except Exception as exc:   # its drafter failed, say
             slot.failed(exc)
             return 0

@@ -85,9 +85,9 @@ class Slot:
         """Tokens its sequence holds."""
         return len(self.cache.seq)
 
-    def holds(self, prompt: np.ndarray) -> int:
-        """How many leading tokens of `prompt` the sequence holds already."""
-        return self.cache.prefix_of(prompt)
+    def holds(self, prompt: np.ndarray, owner: "str | None" = None) -> int:
+        """How many leading tokens of `prompt` the sequence holds already for `owner`."""
+        return self.cache.prefix_of(prompt, owner)
 
     # -- starting ---------------------------------------------------------------------
 
@@ -105,7 +105,7 @@ class Slot:
                 return
             self.state = SlotState.RESTORING
             restored = self.cache.restore(job.prompt, job.path, limit=job.restore_limit,
-                                          window_key=job.window_key)
+                                          window_key=job.window_key, owner=job.owner)
         except BaseException:
             self._release()
             raise
@@ -126,9 +126,9 @@ class Slot:
             most = min(most, self.capture_at - len(self.cache.seq))
         return min(most, len(self.pending))
 
-    def plan(self, room: int, prompt_share: int = 0) -> int:
+    def plan(self, room: int, prompt_share: int = 0, shared: int = 0) -> int:
         """Choose this step's tokens, at most `room` (a reading slot: `prompt_share` of its
-        prompt); how many."""
+        prompt; `shared`: other sequences computing in the same pass); how many."""
         if self.state == SlotState.READING:
             part = self.pending[:min(prompt_share, room)]
             self.planned = part.tolist()
@@ -136,7 +136,7 @@ class Slot:
         elif self.state == SlotState.GENERATING:
             position = len(self.cache.seq)
             left = min(self.stream.left - 1, self.model.n_ctx - position - 2, room - 1)
-            drafts = self.draft.guesses(self.context, position, max(0, left))
+            drafts = self.draft.guesses(self.context, position, max(0, left), shared)
             self.planned = [self.next_token] + drafts
             self.logits = "all" if drafts else "last"
         elif self.state == SlotState.STORING:
@@ -194,16 +194,26 @@ class Slot:
         for follower in followers:   # from the same KV and the same logits row
             follower.take_prompt(self, self.row)
         self._generate(self.row)
+        self._draft_from_each_other([self] + followers)
+
+    @staticmethod
+    def _draft_from_each_other(answering: "list[Slot]") -> None:
+        """Answers to one prompt (n > 1) guess from each other's tokens as they are written."""
+        live = [s for s in answering if s.state == SlotState.GENERATING]
+        for slot in live:
+            for other in live:
+                if other is not slot:
+                    slot.draft.live(other.context, len(other.job.prompt))
 
     def _generate(self, row: int) -> None:
         job = self.job
         self.context = job.prompt.tolist()
         self.stream = Stream(self.model, job.sampling.max_tokens, job.on_text, job.cancelled,
                              list(job.stop) + self.markers, job.on_logprob)
-        self.draft = self.drafting.run(self.context, job.draft, job.draft_cost)
+        self.draft = self.drafting.run(self.context, job.draft, job.draft_cost, job.answering)
         if self.draft.uses_model:   # the draft model's KV is restored too, like the target's
-            self.draft_restored = self.drafting.model.cache.restore(
-                job.prompt, job.path if job.window_key is None else None)
+            self.draft_restored = self.drafting.draft_model.restore(
+                job.prompt, job.path if job.window_key is None else None, owner=job.owner)
         self.state = SlotState.GENERATING
         if job.sampling.max_tokens <= 0:
             self.stream.end(Finish.LENGTH)
@@ -262,9 +272,9 @@ class Slot:
             self._store()
 
     def _store(self) -> None:
-        model = self.drafting.model
+        drafter = self.drafting.draft_model
         try:
-            self.job.store(self.cache, model.cache if model is not None else None)
+            self.job.store(self.cache, drafter.cache if drafter is not None else None)
         except Exception as exc:
             return self._end(exc)
         self._end()

@@ -33,6 +33,10 @@ class TurnRequest:
     # More answers to the same prompt (n > 1), each with its own sampling and callbacks:
     # computed beside this one from the prompt's KV, read once, and stored as siblings.
     siblings: list = field(default_factory=list)
+    # Whose request it is on a server several people share (None: the archive's own
+    # user): it matches and resumes only that user's conversations and KV.
+    owner: "str | None" = None
+    share_prefix: bool = False            # a root system prompt anyone stored may be matched
 
     @property
     def answers(self) -> int:

@@ -51,8 +51,8 @@ class DraftModel:
 
     def follow_threads(self, target: Model) -> None:
         """Use the target's thread counts (chosen for the free cores before each turn)."""
-        decode, batch = target.config.n_threads, target.threads_batch
-        if (decode, batch) != (self.model.config.n_threads, self.model.threads_batch):
+        decode, batch = target.threads_decode, target.threads_batch
+        if (decode, batch) != (self.model.threads_decode, self.model.threads_batch):
             self.model.set_threads(decode, batch)
 
     def close(self) -> None:
@@ -67,6 +67,12 @@ class ModelDrafter:
 
     def __init__(self, draft: DraftModel, cache: KVCache):
         self.draft, self.cache = draft, cache
+
+    def restore(self, prompt: np.ndarray, path, owner: "str | None" = None):
+        """The draft model's KV for `prompt` (kv.cache.Restored), as the target's is restored:
+        from its sequence, memory or its own segments along `path` in the archive (`owner`'s
+        only, as the target's)."""
+        return self.cache.restore(prompt, path, owner=owner)
 
     def propose(self, context: list[int], k: int) -> list[int]:
         """k greedy guesses after `context`."""

@@ -9,16 +9,30 @@ answer, so that the same prompt and seed give the same batches and so the
 same tokens. k is the length with the best yield per cost: up to 16, or 63
 when nearly every guess holds. When no length beats plain decoding, drafting
 pauses, and retries after a backoff that doubles each time it fails again.
+
+In a pass shared with other sequences (chatdb serve's slots), guesses cost
+what they add to that pass: llama.cpp splits it into micro-batches of equal
+tokens per sequence, so one sequence's guesses add micro-batches of their
+own, and bench/shared_pass.py measures each drafted row beside three plain
+ones at 0.77-0.82 of a plain token. There the length is the one that pays by
+that cost, usually none (prose): drafting waits for a pass where it pays,
+without the pause, which is for guesses that do not hold.
 """
 
 LENGTHS = (*range(1, 17), 63)
 ALPHA_GPU = 0.05   # extra cost of each verified guess on a GPU, in single decode steps
 PAUSE_MIN, PAUSE_MAX = 16, 512
 SMOOTHING = 0.25
+SHARED_ROW = 0.8   # a drafted row in a shared pass, in plain tokens of that pass
 
 
 def gpu_cost(k: int, cells: int) -> float:
     return 1 + ALPHA_GPU * k
+
+
+def shared_cost(k: int, cells: int) -> float:
+    """Verifying k guesses beside other sequences, in this sequence's plain tokens."""
+    return 1 + SHARED_ROW * k
 
 
 def expected_tokens(p: float, k: int) -> float:
@@ -29,19 +43,24 @@ def expected_tokens(p: float, k: int) -> float:
 
 
 class DraftPolicy:
-    def __init__(self, cost=gpu_cost, p: float = 0.6, min_gain: float = 1.0):
-        self.cost, self.p, self.min_gain = cost, p, min_gain
+    def __init__(self, cost=gpu_cost, acceptance: float = 0.6, min_gain: float = 1.0):
+        # p of the docstring: the running share of guesses the answer accepts
+        self.cost, self.acceptance, self.min_gain = cost, acceptance, min_gain
         self.cells = 0
         self.paused_for = 0
         self.probing = False
         self.backoff = PAUSE_MIN
 
-    def length(self, cells: int = 0) -> int:
-        """Draft length to try now, with `cells` tokens of context (0: decode plainly)."""
+    def length(self, cells: int = 0, shared: int = 0) -> int:
+        """Draft length to try now, with `cells` tokens of context and `shared` other
+        sequences in the pass (0: decode plainly)."""
         self.cells = cells
         if self.paused_for > 0:
             self.paused_for -= 1
             return 0
+        if shared:
+            k, gain = self.best(shared_cost)
+            return k if gain > self.min_gain else 0
         k, gain = self.best()
         if gain > self.min_gain:
             return k
@@ -52,8 +71,9 @@ class DraftPolicy:
         self.backoff = min(PAUSE_MAX, self.backoff * 2)
         return 0
 
-    def best(self) -> "tuple[int, float]":
-        gains = [(expected_tokens(self.p, k) / self.cost(k, self.cells), k) for k in LENGTHS]
+    def best(self, cost=None) -> "tuple[int, float]":
+        cost = cost or self.cost
+        gains = [(expected_tokens(self.acceptance, k) / cost(k, self.cells), k) for k in LENGTHS]
         gain, k = max(gains)
         return k, gain
 
@@ -61,7 +81,7 @@ class DraftPolicy:
         """Learn from one verification of `drafted` tokens, `accepted` of them right."""
         trials = accepted + (1 if accepted < drafted else 0)
         if trials:
-            self.p = min(0.999, _mix(self.p, accepted / trials))
+            self.acceptance = min(0.999, _mix(self.acceptance, accepted / trials))
         if accepted == drafted:
             self.backoff = PAUSE_MIN
 

@@ -1,10 +1,16 @@
-"""Speculative decoding for one slot: which drafter guesses (--draft off|lookup|model|auto),
+"""Speculative decoding for one slot: which drafters guess (--draft off|archive|lookup|model|auto),
 how many guesses to verify (draft_policy.py), and what it came to.
 
 `Drafting` is a slot's setup (the mode in force, its sequence of the draft
-model if there is one, where the verification costs come from); each answer
-gets a `DraftRun` of its own from it, with a fresh policy: the same prompt
-and seed give the same batches.
+model if there is one, the archive's drafting, where the verification costs
+come from); each answer gets a `DraftRun` of its own from it, with a fresh
+policy per drafter: the same prompt and seed give the same batches.
+
+Drafters are asked in order (the archive, lookup, the draft model); each has
+its own policy, which learns how often its guesses hold and drafts only the
+length that pays by the cost model, or pauses it: the first drafter whose
+policy drafts now and that has a guess is verified. A drafter whose guesses
+do not pay is paused and the next one is asked.
 
 Verifying guesses (`accept_guesses`): the token before the guesses and the guesses are
 decoded in one pass with logits at each of them (batch rows row, row + 1,
@@ -22,10 +28,10 @@ from .draft_policy import DraftPolicy, gpu_cost
 from .lookup import LookupDrafter
 from .modes import ASKED, DraftMode
 
-
 def resolve_mode(mode: "str | DraftMode", has_draft_model: bool,
                  cuts_back: bool = True) -> DraftMode:
-    """The mode in force: auto is lookup, then the draft model when lookup has no guess.
+    """The mode in force: auto is the archive, then lookup, then the draft model (where one
+    is given).
 
     `cuts_back`: whether the model's memory can drop rejected guesses; a recurrent
     state cannot (it would go on from tokens the answer does not have): auto is off.
@@ -41,81 +47,109 @@ def resolve_mode(mode: "str | DraftMode", has_draft_model: bool,
                               f"guesses; this one has recurrent layers")
         return DraftMode.OFF
     if mode == DraftMode.AUTO:
-        return DraftMode.LOOKUP_THEN_MODEL if has_draft_model else DraftMode.LOOKUP
+        return DraftMode.ARCHIVE_LOOKUP_MODEL if has_draft_model else DraftMode.ARCHIVE_LOOKUP
     return mode
-
-
-class FirstGuess:
-    """Ask each drafter in turn; the first with a guess wins."""
-
-    def __init__(self, *drafters):
-        self.drafters = drafters
-
-    def propose(self, context: list[int], k: int) -> list[int]:
-        for drafter in self.drafters:
-            guess = drafter.propose(context, k)
-            if guess:
-                return guess
-        return []
-
-
-def make_drafter(mode: DraftMode, prompt: list[int], draft_model=None):
-    """A drafter for one answer, or None for plain decoding; `draft_model`: a drafter
-    of the draft model (draft_model.ModelDrafter)."""
-    drafters = []
-    if mode.looks_up:
-        drafters.append(LookupDrafter(prompt))
-    if mode.uses_model and draft_model is not None:
-        drafters.append(draft_model)
-    if not drafters:
-        return None
-    return drafters[0] if len(drafters) == 1 else FirstGuess(*drafters)
 
 
 @dataclass
 class Drafting:
     """How one slot drafts."""
     mode: DraftMode = DraftMode.OFF
-    model: "object | None" = None      # its draft_model.ModelDrafter, where a draft model is loaded
+    # the draft model's guesser in this slot's sequence (draft_model.ModelDrafter), where
+    # a draft model is loaded
+    draft_model: "object | None" = None
     costs: "object" = lambda: gpu_cost   # () -> the verify cost function (the tuning's, now)
+    archive: "object | None" = None    # the engine's archive_drafts.ArchiveDrafts
 
-    def run(self, prompt: list[int], mode: "DraftMode | None" = None, cost=None) -> "DraftRun":
+    def run(self, prompt: list[int], mode: "DraftMode | None" = None, cost=None,
+            answering: "tuple | None" = None) -> "DraftRun":
         """Drafting for one answer to `prompt` (in `mode`, or the slot's; by the verify
-        `cost`, or the slot's)."""
+        `cost`, or the slot's); `answering`: (conversation id, message id) of the message
+        answered, where it is one of the archive's."""
         mode = self.mode if mode is None else mode
-        policy = DraftPolicy(cost or self.costs())
-        return DraftRun(mode, make_drafter(mode, prompt, self.model), policy,
-                        uses_model=mode.uses_model and self.model is not None)
+        cost = cost or self.costs()
+        drafters = []
+        if mode.from_archive and self.archive is not None:
+            drafters.append(("archive", self.archive.drafter(*(answering or (None, None)))))
+        if mode.looks_up:
+            drafters.append(("lookup", LookupDrafter(prompt)))
+        if mode.uses_model and self.draft_model is not None:
+            drafters.append(("model", self.draft_model))
+        return DraftRun(mode, [(name, d, Policies(cost)) for name, d in drafters],
+                        uses_model=mode.uses_model and self.draft_model is not None)
+
+
+PRIORS = {"start": 0.8, "follow": 0.8}   # acceptance expected of a drafter's kinds of guess
+
+
+class Policies:
+    """A drafter's policies, one per kind of guess it tells apart (`kind(context)`: the
+    archive drafter's guesses along a source the answer keeps to hold far more often than
+    those of a new lookup); one for a drafter that tells none apart."""
+
+    def __init__(self, cost):
+        self.cost, self.by_kind = cost, {}
+
+    def of(self, drafter, context) -> DraftPolicy:
+        kind = drafter.kind(context) if hasattr(drafter, "kind") else ""
+        if kind not in self.by_kind:
+            self.by_kind[kind] = DraftPolicy(self.cost, acceptance=PRIORS.get(kind, 0.6))
+        return self.by_kind[kind]
+
+    def best(self) -> "tuple[int, float]":
+        return max((p.best() for p in self.by_kind.values()), key=lambda b: b[1], default=(0, 0))
 
 
 class DraftRun:
     """One answer's guesses, and what became of them."""
 
-    def __init__(self, mode: DraftMode, drafter, policy: DraftPolicy, uses_model: bool = False):
-        self.mode, self.drafter, self.policy = mode, drafter, policy
+    def __init__(self, mode: DraftMode, drafters: list, uses_model: bool = False):
+        """`drafters`: (name, drafter, its policy), asked in that order."""
+        self.mode, self.drafters = mode, drafters
         self.uses_model = uses_model   # the draft model guesses (its KV is restored too)
         self.drafted = self.accepted = self.target_forwards = 0
+        self.guessing = None           # (name, policy) of the guesses in flight
+        self.by = {name: [0, 0] for name, _, _ in drafters}   # drafted, accepted
 
-    def guesses(self, context: list[int], position: int, room: int) -> list[int]:
+    def live(self, tokens: list, start: int) -> None:
+        """Another answer to the same prompt, being written (n > 1): the archive drafter
+        reads it too."""
+        for name, drafter, _ in self.drafters:
+            if name == "archive":
+                drafter.live(tokens, start)
+
+    def guesses(self, context: list[int], position: int, room: int, shared: int = 0) -> list[int]:
         """Guesses to verify after `context` (the token to decode next is its last), at
-        most `room`; none where drafting is off or does not pay now."""
+        most `room`; none where drafting is off or does not pay now; `shared`: other
+        sequences in the same pass."""
         self.target_forwards += 1
-        if self.drafter is None:
-            return []
-        k = min(self.policy.length(position), room)
-        return self.drafter.propose(context, k) if k > 0 else []
+        for name, drafter, policies in self.drafters:
+            policy = policies.of(drafter, context)
+            k = min(policy.length(position, shared), room)
+            guess = drafter.propose(context, k) if k > 0 else []
+            if guess:
+                self.guessing = name, policy
+                return guess
+        return []
 
     def verified(self, drafted: int, accepted: int) -> None:
         self.drafted += drafted
         self.accepted += accepted
-        self.policy.verified(drafted, accepted)
+        name, policy = self.guessing
+        self.by[name][0] += drafted
+        self.by[name][1] += accepted
+        policy.verified(drafted, accepted)
 
     def figures(self, draft_kv=None) -> dict:
         """How drafting went, and how the draft model's KV was restored (kv.cache.Restored)."""
+        busiest = max(self.drafters, key=lambda e: self.by[e[0]][0], default=None)
         figures = {"mode": self.mode, "drafted": self.drafted, "accepted": self.accepted,
                    "acceptance_rate": (round(self.accepted / self.drafted, 3) if self.drafted
                                        else None),
-                   "target_forwards": self.target_forwards, "draft_length": self.policy.best()[0]}
+                   "target_forwards": self.target_forwards,
+                   "draft_length": busiest[2].best()[0] if busiest else 0,
+                   "by_drafter": {name: {"drafted": d, "accepted": a}
+                                  for name, (d, a) in self.by.items()}}
         if draft_kv is not None:
             figures["draft_kv"] = {"restored_tokens": draft_kv.restored_tokens,
                                    "source": draft_kv.source}

@@ -23,8 +23,6 @@ from .embedder import Embedder
 from .indexer import Indexer
 
 POLL_S = 1.0
-# What was written since the indexer started (it looks again only when this changes).
-WRITTEN = "SELECT count(*), max(id) FROM messages WHERE id > ?"
 NICE = 5
 
 
@@ -78,12 +76,13 @@ class BackgroundIndexer:
             while True:
                 self._wake.wait(self.poll)
                 self._wake.clear()
-                written = archive.conn.execute(WRITTEN, (self._after,)).fetchone()
-                if tuple(written) != seen and written[0]:  # new messages: embed them
+                # what was written since it started: it looks again only when that changes
+                written = archive.written_after(self._after)
+                if written != seen and written[0]:  # new messages: embed them
                     if embedder is None:
                         embedder = Embedder.open(archive, self.embed_path)
                     self.embedded += Indexer(archive, embedder).run(after=self._after).embedded
-                    seen = tuple(written)
+                    seen = written
                 if not self._wake.is_set():
                     self._idle.set()
                 if self._stop:

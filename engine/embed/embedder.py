@@ -12,11 +12,12 @@ fingerprint belong to another index and are never compared with these.
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from chatdb import dbapi
 
 from ..kv.fingerprint import file_fingerprint
 from ..machine import hardware
@@ -44,7 +45,7 @@ def embedding_fingerprint(path: "str | Path", cache=None) -> str:
     archive when `cache` can be written)."""
     try:
         model = file_fingerprint(path, cache)
-    except sqlite3.Error:  # a read-only archive: hash it again each time
+    except dbapi.Error:  # a read-only archive: hash it again each time
         model = file_fingerprint(path)
     blob = json.dumps({"model": model, "chunk_tokens": CHUNK_TOKENS, "format": FORMAT})
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

@@ -22,7 +22,7 @@ import llama_cpp
 import numpy as np
 
 from ..errors import EngineError
-from ..llama.model import _quiet_log
+from ..llama.model import _quiet_log, tokens_of
 
 # Tokens per forward pass (and the context: an encoder keeps no KV). A
 # non-causal pass attends across all its tokens, masked by sequence, so its
@@ -109,15 +109,8 @@ class EmbeddingModel:
         return tokens if len(tokens) <= self.max_tokens else None
 
     def _tokenize(self, text: str, add_special: bool) -> list[int]:
-        data = text.encode("utf-8", errors="replace")
-        size = len(data) + 8
-        buf = (llama_cpp.llama_token * size)()
-        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, add_special, False)
-        if n < 0:
-            size = -n
-            buf = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, add_special, False)
-        return list(buf[:n])
+        return tokens_of(self.vocab, text.encode("utf-8", errors="replace"), add_special,
+                         parse_special=False)
 
     # -- vectors -------------------------------------------------------------
 

@@ -5,6 +5,13 @@ already holds (prefix reuse), recently used states kept in memory
 (switching between chats), and the archive (any message of any
 conversation, any process). If the chosen one fails to load, the next best
 is taken: a damaged segment costs only what the live context does not hold.
+
+On a server several people share, every restore names its user (`owner`,
+None for the archive's own): a sequence holding another user's tokens is
+emptied first (its state kept in memory under that user's name), and memory
+offers only the user's own states, so that no one's prompt is ever read, or
+sped up, by another's KV. The archive's KV is reached through the user's own
+messages (chatdb.message_match matched them).
 """
 
 import time
@@ -70,6 +77,7 @@ class KVCache:
         # (prefetch.EarlyRead); for the first restore only
         self.early: dict = early or {}
         self._warned: set[str] = set()
+        self.holder: "str | None" = None   # whose tokens the sequence holds
 
     @property
     def live(self) -> np.ndarray:
@@ -77,15 +85,19 @@ class KVCache:
         return self.seq.tokens
 
     def restore(self, target: np.ndarray, path: "PathTokens | None",
-                limit: "int | None" = None, window_key: "str | None" = None) -> Restored:
+                limit: "int | None" = None, window_key: "str | None" = None,
+                owner: "str | None" = None) -> Restored:
         """Make the sequence hold as much of `target` as a source gives, up to `limit`
         tokens (default: all but the last, always computed for its logits), computing
         nothing: the rest is for a slot to compute. `window_key`: `path` is a window
         (window.py), its KV stored under that key. Where a restore ahead of the turn
-        (warm) left the sequence holding it, it says where that came from."""
+        (warm) left the sequence holding it, it says where that came from. `owner`: whose
+        request it is; nobody else's KV serves it."""
         started = time.perf_counter()
+        self._serve(owner)
         limit = len(target) - 1 if limit is None else limit
         request = self._request(target, path, self.archive, limit, window_key)
+        request.owner = owner
         offer = self._restore(request, self.warn)
         n, source = offer.n_tokens, offer.source if offer.n_tokens else KVSource.NONE
         restore_ms = (time.perf_counter() - started) * 1000 if source != KVSource.LIVE else 0.0
@@ -94,6 +106,15 @@ class KVCache:
             source, restore_ms = self.ahead
         self.ahead = self.captured = None
         return Restored(n, source, restore_ms, ahead)
+
+    def _serve(self, owner: "str | None") -> None:
+        """Hold nothing of another user's before serving `owner` (kept in memory as theirs)."""
+        if owner == self.holder:
+            return
+        if len(self.seq.tokens) >= MIN_STASH_TOKENS:
+            self.memory.stash(self.seq, self.holder)
+        self.seq.keep(0)
+        self.holder, self.ahead = owner, None
 
     @property
     def captures(self) -> bool:
@@ -138,7 +159,7 @@ class KVCache:
             source, offer = self._best(request, sources, failed)
             dropped = len(self.seq.tokens) - (offer.n_tokens if offer.source == KVSource.LIVE else 0)
             if dropped >= MIN_STASH_TOKENS:
-                self.memory.stash(self.seq)  # about to drop much of it: keep it for a switch back
+                self.memory.stash(self.seq, self.holder)  # about to drop much: keep it for a switch back
             try:
                 offer.load(self.seq)
             except LoadFailed as exc:
@@ -190,9 +211,9 @@ class KVCache:
         self.seq.keep(min(common_prefix(self.seq.tokens, context), len(context) - 1))
         self.seq.prefill(context[len(self.seq.tokens):])
 
-    def prefix_of(self, target: np.ndarray) -> int:
-        """How many leading tokens of `target` the sequence holds."""
-        return common_prefix(self.seq.tokens, target)
+    def prefix_of(self, target: np.ndarray, owner: "str | None" = None) -> int:
+        """How many leading tokens of `target` the sequence holds for `owner`."""
+        return common_prefix(self.seq.tokens, target) if owner == self.holder else 0
 
     def holds(self, path: PathTokens) -> bool:
         """Whether the sequence holds exactly the tokens of `path`."""

@@ -62,4 +62,14 @@ def kv_config_fingerprint(model_fp: str, config, mode: str, role: str = "target"
     as the model answering (target) or drafting for it (draft)."""
     return kv_fingerprint(model_fp, type_k=config.type_k, type_v=config.type_v,
                           flash_attn=config.flash_attn, mode=mode, layout=kvlayout.VERSION,
-                          **ROLE_FIELDS[role])
+                          **ROLE_FIELDS[role], **placement_fields(config))
+
+
+def placement_fields(config) -> dict:
+    """Where the KV was computed, where a GPU took part: another device (or another share
+    of the layers on it) sums in another order, and its KV would give another answer than
+    recomputing here. Absent on the CPU alone, so the CPU's fingerprints stay as stored
+    before, and a GPU build whose devices are hidden shares the CPU build's KV."""
+    if not config.devices:
+        return {}
+    return {"devices": list(config.devices), "gpu_layers": config.n_gpu_layers}

@@ -2,8 +2,8 @@
 
 llama.cpp quantizes K with any attention path, but a quantized V cache needs
 its flash attention: with q8_0 flash attention is on, also on the CPU where
-chatdb otherwise runs without it (ggml-cpu's is slow for small batches; see
-the README for what q8_0 costs there). The type is part of the KV
+chatdb otherwise runs without it (ggml-cpu's is slow for small batches;
+docs/kv-budget.md says what q8_0 costs there). The type is part of the KV
 fingerprint (type_k, type_v, flash_attn), so KV stored under one type is only
 ever restored under the same, and a resumed chat computes exactly as the
 uninterrupted one.
@@ -16,8 +16,6 @@ type`), so that the console, `ask` and `chatdb serve` share their KV;
 import os
 from dataclasses import dataclass
 
-import llama_cpp
-
 from ..errors import EngineError
 
 ENV = "CHATDB_KV_TYPE"
@@ -27,14 +25,29 @@ KEY = "kv_type"
 @dataclass(frozen=True)
 class KVType:
     name: str
-    type_k: int
-    type_v: int
+    ggml: str                   # the ggml type K and V are both held in (GGML_TYPE_<ggml>)
     flash_attn: "bool | None"   # None: as the device runs best (on with layers on a GPU)
+
+    @property
+    def type_k(self) -> int:
+        return _ggml_type(self.ggml)
+
+    @property
+    def type_v(self) -> int:
+        return _ggml_type(self.ggml)
+
+
+def _ggml_type(name: str) -> int:
+    # Imported here, not with the module: the command line offers the types' names
+    # (--kv-type) before anything loads llama.cpp.
+    import llama_cpp
+
+    return getattr(llama_cpp, f"GGML_TYPE_{name}")
 
 
 KV_TYPES = {
-    "f16": KVType("f16", llama_cpp.GGML_TYPE_F16, llama_cpp.GGML_TYPE_F16, None),
-    "q8_0": KVType("q8_0", llama_cpp.GGML_TYPE_Q8_0, llama_cpp.GGML_TYPE_Q8_0, True),
+    "f16": KVType("f16", "F16", None),
+    "q8_0": KVType("q8_0", "Q8_0", True),
 }
 DEFAULT = "f16"
 

@@ -6,6 +6,10 @@ which load into any sequence, so one MemoryStates may serve several. A
 sliding-window model's state holds only its window's sliding-window cells;
 it is widened to every position as it loads (kvlayout.widen), so that the
 sequence can then be cut back to an earlier point as a live one can.
+
+Each entry is kept under the name of the user whose request made it (None:
+the archive's own): on a server several people share, one user's state never
+serves another's prompt, however long the prefix they share.
 """
 
 from collections import OrderedDict
@@ -21,20 +25,20 @@ MEMORY_BUDGET = 1 << 30       # bytes of states kept in memory across switches
 
 
 class MemoryStates:
-    """A bounded LRU of whole sequence states, keyed by the tokens they hold."""
+    """A bounded LRU of whole sequence states, keyed by their owner and the tokens they hold."""
 
     def __init__(self, layout: "kvlayout.Layout | None" = None, budget: int = MEMORY_BUDGET):
         self.budget, self.layout = budget, layout
-        self.entries: "OrderedDict[bytes, tuple[np.ndarray, memoryview]]" = OrderedDict()
+        self.entries: "OrderedDict[tuple, tuple[np.ndarray, memoryview]]" = OrderedDict()
 
     def offer(self, request: Request, seq: Sequence) -> "Offer | None":
-        n, key = self.best(request.target)
+        n, key = self.best(request.target, request.owner)
         if key is None:
             return None
         tokens, state = self.entries[key]  # held here: a stash meanwhile may evict the entry
         return Offer(KVSource.MEMORY, min(n, request.limit), lambda seq: self._load(seq, key, tokens, state))
 
-    def _load(self, seq: Sequence, key: bytes, tokens: np.ndarray, state) -> None:
+    def _load(self, seq: Sequence, key: tuple, tokens: np.ndarray, state) -> None:
         if key in self.entries:
             self.entries.move_to_end(key)
         if self.layout is not None and self.layout.window:
@@ -45,22 +49,24 @@ class MemoryStates:
         if not seq.load(state, tokens):
             raise LoadFailed("llama.cpp refused the state")
 
-    def stash(self, seq: Sequence) -> None:
-        """Keep the sequence's state before another replaces it."""
-        if seq.tokens.tobytes() not in self.entries:
-            self.put(seq.tokens, seq.state())
+    def stash(self, seq: Sequence, owner: "str | None" = None) -> None:
+        """Keep the sequence's state (`owner`'s) before another replaces it."""
+        if (owner, seq.tokens.tobytes()) not in self.entries:
+            self.put(seq.tokens, seq.state(), owner)
 
-    def put(self, tokens: np.ndarray, state: memoryview) -> None:
-        key = tokens.tobytes()
+    def put(self, tokens: np.ndarray, state: memoryview, owner: "str | None" = None) -> None:
+        key = (owner, tokens.tobytes())
         self.entries.pop(key, None)
         self.entries[key] = (tokens.copy(), state)
         while sum(s.nbytes for _, s in self.entries.values()) > self.budget and len(self.entries) > 1:
             self.entries.popitem(last=False)
 
-    def best(self, target: np.ndarray) -> "tuple[int, bytes | None]":
-        """(length of the longest shared prefix, key of that entry)."""
+    def best(self, target: np.ndarray, owner: "str | None" = None) -> "tuple[int, tuple | None]":
+        """(length of the longest prefix shared with one of `owner`'s entries, its key)."""
         best_len, best_key = 0, None
         for key, (tokens, _) in self.entries.items():
+            if key[0] != owner:
+                continue
             n = common_prefix(tokens, target)
             if n > best_len:
                 best_len, best_key = n, key

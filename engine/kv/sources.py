@@ -50,6 +50,7 @@ class Request:
     # A window (window.py): the path skips messages of the tree, and its KV is
     # stored under the window's own key (the fingerprint above).
     window: bool = False
+    owner: "str | None" = None    # whose request: memory offers only that user's states
 
     @functools.cached_property
     def stored(self):

@@ -19,6 +19,19 @@ from ..errors import Cancelled, EngineError
 from .model import caught_errors
 
 LLAMA_DECODE_ABORTED = 2
+LLAMA_DECODE_NO_MEMORY = -2   # a buffer of the pass could not be allocated (a GPU's memory full)
+# (the variable engine.machine.offload_plan reads: named here, below which the plan is made)
+GPU_MEMORY_ENV = "CHATDB_GPU_MEMORY"
+
+
+def decode_failed(status: int, said: str = "") -> EngineError:
+    """llama_decode's failure as the user reads it, with what to do about it."""
+    if status == LLAMA_DECODE_NO_MEMORY:
+        why = (f"out of memory for the pass (on a GPU: its memory is full); set {GPU_MEMORY_ENV} "
+               "lower to keep fewer layers on it, or give a smaller --ctx")
+    else:
+        why = "the context may be full"
+    return EngineError(f"llama_decode failed (status {status}): {why}" + (f" ({said})" if said else ""))
 
 
 class MultiBatch:
@@ -79,9 +92,7 @@ class MultiBatch:
         if rc == LLAMA_DECODE_ABORTED and abort is not None:
             raise Cancelled()
         if rc != 0:
-            said = " ".join(" ".join(errors).split())
-            raise EngineError(f"llama_decode failed (status {rc}): the context may be full"
-                              + (f" ({said})" if said else ""))
+            raise decode_failed(rc, " ".join(" ".join(errors).split()))
         return held
 
     def _abortable(self, abort) -> None:

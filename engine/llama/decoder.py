@@ -7,7 +7,7 @@ shared by several sequences is batch.py's.
 
 import llama_cpp
 
-from ..errors import EngineError
+from .batch import decode_failed
 from .model import Model
 
 
@@ -56,7 +56,7 @@ class Decoder:
     def _decode(self) -> None:
         rc = llama_cpp.llama_decode(self.model.ctx, self.batch)
         if rc != 0:
-            raise EngineError(f"llama_decode failed (status {rc}): the context may be full")
+            raise decode_failed(rc)
 
     def close(self) -> None:
         if self.batch is not None:

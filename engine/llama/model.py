@@ -44,6 +44,9 @@ class ContextConfig:
     n_gpu_layers: int = 0
     n_threads_batch: "int | None" = None     # prefill threads; None: as n_threads
     n_seq_max: int = 1        # sequences the context holds at once (sequence.py)
+    # The GPU devices llama.cpp computes on ("Vulkan0: llvmpipe ..."; none: the CPU alone).
+    # It offloads n_gpu_layers to them, and batches' large products even with none.
+    devices: tuple = ()
 
 
 class Model:
@@ -103,7 +106,13 @@ class Model:
         return self.config.n_ctx
 
     @property
+    def threads_decode(self) -> int:
+        """The threads of one-token passes (llama.cpp's n_threads)."""
+        return self.config.n_threads
+
+    @property
     def threads_batch(self) -> int:
+        """The threads of longer passes, prompts and drafted guesses (n_threads_batch)."""
         return self.config.n_threads_batch or self.config.n_threads
 
     def set_threads(self, decode: int, batch: int) -> None:
@@ -169,15 +178,7 @@ class Model:
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
         """Tokens of prompt text; special tokens (<|im_start|>) are parsed as such."""
-        data = text.encode("utf-8")
-        size = len(data) + 16
-        buf = (llama_cpp.llama_token * size)()
-        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
-        if n < 0:
-            size = -n
-            buf = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), buf, size, False, special)
-        return list(buf[:n])
+        return tokens_of(self.vocab, text.encode("utf-8"), add_special=False, parse_special=special)
 
     def piece(self, token: int, special: bool = False) -> bytes:
         """The bytes of one token (possibly part of a UTF-8 character)."""
@@ -311,3 +312,16 @@ def _quiet_log(level, text, user_data):
             lines.append(message)
         else:
             sys.stderr.write(message)
+
+
+def tokens_of(vocab, data: bytes, add_special: bool, parse_special: bool) -> list[int]:
+    """llama.cpp's tokens of `data` in `vocab` (a model's or an embedding model's); a buffer too
+    small is made the size llama.cpp asks for, and the text tokenized again."""
+    size = len(data) + 16
+    buf = (llama_cpp.llama_token * size)()
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, size, add_special, parse_special)
+    if n < 0:
+        size = -n
+        buf = (llama_cpp.llama_token * size)()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, size, add_special, parse_special)
+    return list(buf[:n])

@@ -7,10 +7,15 @@ GPUs when the weights and the context's KV fit, else as many layers as fit
 of them in proportion to their free memory), else the CPU.
 """
 
+import os
 from dataclasses import dataclass
 
+from chatdb.errors import ChatdbError
+from chatdb.kv.budget import format_size, parse_size
 
+from ..errors import EngineError
 from ..kv.kv_type import DEFAULT, KV_TYPES, KVType
+from ..llama.batch import GPU_MEMORY_ENV
 from ..llama.gguf_header import ModelFacts
 from ..llama.model import ContextConfig
 from .hardware import HardwareReport
@@ -22,6 +27,10 @@ MIN_CTX = 512
 CTX_STEP = 256
 KV_MEMORY_SHARE = 0.25        # at most this share of free host memory for the KV cache
 GPU_HEADROOM = 512 << 20      # per GPU: compute buffers and the driver's own needs
+# At most this much of the GPUs' memory (together) is planned for the weights and the KV
+# cache: room left for other programs, or a smaller device's plan tried on a larger one.
+MEMORY_ENV = GPU_MEMORY_ENV
+FLASH_ENV = "CHATDB_FLASH_ATTN"
 
 
 @dataclass(frozen=True)
@@ -37,8 +46,12 @@ def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" 
     for each of `n_seq` sequences sharing the context (a server's, with a KV stream each);
     `kv_type` (kv_type.py) says how the KV cache holds its values."""
     wanted = n_ctx or min(DEFAULT_MAX_CTX, facts.n_ctx_train or DEFAULT_MAX_CTX)
-    gpus = [g for g in report.gpus if g.memory_free > GPU_HEADROOM] if report.gpu_offload else []
+    visible = report.gpus if report.gpu_offload else []
+    gpus = [g for g in visible if g.memory_free > GPU_HEADROOM]
     budget = sum(g.memory_free - GPU_HEADROOM for g in gpus)
+    cap = memory_cap()
+    if cap is not None:
+        budget = min(budget, cap)
     layers, ctx = _offload(facts, budget, wanted, fixed=n_ctx is not None, n_seq=n_seq)
     if n_ctx is None:  # the KV of layers left on the CPU must fit host memory too
         host = facts.kv_bytes_per_token_layer() * (facts.n_layer - min(layers, facts.n_layer))
@@ -50,12 +63,38 @@ def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" 
     # chat took 6x longer than without it, and each decode step 2.4x longer at
     # 4,000 tokens (bench/resume.py). Without it V is stored transposed; kvlayout
     # cuts both layouts. A quantized V cache needs it, on every device.
-    flash = kv_type.flash_attn if kv_type.flash_attn is not None else layers != 0
+    flash = _flash(kv_type, layers != 0)
     config = ContextConfig(n_ctx=max(MIN_CTX, ctx), n_batch=512, n_threads=threads.decode,
                            n_threads_batch=threads.batch, flash_attn=flash,
                            type_k=kv_type.type_k, type_v=kv_type.type_v,
-                           n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq)
-    return OffloadPlan(config, _describe(layers, facts.n_layer, gpus))
+                           n_gpu_layers=-1 if layers > facts.n_layer else layers, n_seq_max=n_seq,
+                           devices=tuple(f"{g.name}: {g.description}" for g in visible))
+    return OffloadPlan(config, _describe(layers, facts.n_layer, gpus or visible, cap))
+
+
+def _flash(kv_type: KVType, on_gpu: bool) -> bool:
+    """Flash attention as $CHATDB_FLASH_ATTN says (on, off; auto: as above). Off is for a
+    device whose driver fails at it (Mesa 22's llvmpipe crashes at a few-row batch after
+    single steps: speculative decoding's verifications)."""
+    asked = os.environ.get(FLASH_ENV, "auto")
+    if asked not in ("on", "off", "auto"):
+        raise EngineError(f"{FLASH_ENV}={asked!r}: expected on, off or auto")
+    if asked == "off" and kv_type.flash_attn:
+        raise EngineError(f"{FLASH_ENV}=off: {kv_type.name} KV needs flash attention")
+    if asked != "auto":
+        return asked == "on"
+    return kv_type.flash_attn if kv_type.flash_attn is not None else on_gpu
+
+
+def memory_cap() -> "int | None":
+    """$CHATDB_GPU_MEMORY as bytes (None: unset or unlimited); EngineError if it is no size."""
+    text = os.environ.get(MEMORY_ENV)
+    if not text:
+        return None
+    try:
+        return parse_size(text)
+    except ChatdbError as exc:
+        raise EngineError(f"{MEMORY_ENV}: {exc}") from None
 
 
 def _offload(facts: ModelFacts, budget: int, wanted: int, fixed: bool,
@@ -83,13 +122,18 @@ def _round(tokens: float) -> int:
     return max(0, int(tokens) // CTX_STEP * CTX_STEP)
 
 
-def _describe(layers: int, n_layer: int, gpus) -> str:
-    if layers == 0:
-        return "CPU only"
+def _describe(layers: int, n_layer: int, gpus, cap: "int | None") -> str:
+    """Where the layers go; where a GPU is left some or all of them, why."""
+    capped = f" ({MEMORY_ENV} allows {format_size(cap)})" if cap is not None else ""
     where = " and ".join(f"{g.name} ({g.description})" for g in gpus)
+    if not gpus:
+        return "CPU only"
+    if layers == 0:
+        free = format_size(sum(g.memory_free for g in gpus))
+        return f"CPU only: no layer fits the memory of {where} ({free} free){capped}"
     if layers > n_layer:
         return f"all {n_layer} layers on {where}"
-    return f"{layers} of {n_layer} layers on {where}, the rest on the CPU"
+    return f"{layers} of {n_layer} layers on {where}, the rest on the CPU: no more fit{capped}"
 
 
 def _host_free(report: HardwareReport) -> int:

@@ -41,14 +41,14 @@ class Tuning:
         # what passes cost. A GPU computes while that thread waits: wall time there.
         self.clock = time.thread_time if model.on_cpu else time.perf_counter
         self.before_turn()  # the others were measured while the model loaded
-        if self._load(model.config.n_threads):
+        if self._load(model.threads_decode):
             self.cost_source = "archive"
         elif measure:
             measured = calibrate(model, seq, self.clock)
-            self.models[model.config.n_threads] = measured.fitted(self.prior)
-            self.turns[model.config.n_threads] = 0
+            self.models[model.threads_decode] = measured.fitted(self.prior)
+            self.turns[model.threads_decode] = 0
             self.cost_source = "measured"
-            self._store(model.config.n_threads)
+            self._store(model.threads_decode)
 
     @property
     def choice(self) -> ThreadChoice:
@@ -58,13 +58,13 @@ class Tuning:
         """Follow the machine: new thread counts when the free cores changed."""
         self.threads.recheck()
         choice = self.threads.choice
-        if (choice.decode, choice.batch) != (self.model.config.n_threads, self.model.threads_batch):
+        if (choice.decode, choice.batch) != (self.model.threads_decode, self.model.threads_batch):
             self.model.set_threads(choice.decode, choice.batch)
             self._load(choice.decode)
 
     def costs(self) -> CostModel:
         """The cost model for the threads in use (the nearest measured one until timings come)."""
-        threads = self.model.config.n_threads
+        threads = self.model.threads_decode
         if threads in self.models:
             return self.models[threads]
         if self.models:
@@ -77,7 +77,7 @@ class Tuning:
         self.threads.turn_ended()
         if not timings:
             return
-        threads = self.model.config.n_threads
+        threads = self.model.threads_decode
         self._load(threads)  # another engine on this archive may have measured it since
         current = self.models.get(threads) or CostModel(bins={})
         for rows, cells, ms in timings:
@@ -91,7 +91,7 @@ class Tuning:
         costs = self.costs()
         return {"threads": self.choice.to_dict(), "cost_model": {
             "source": self.cost_source, "machine": self.machine,
-            "turns": self.turns.get(self.model.config.n_threads, 0),
+            "turns": self.turns.get(self.model.threads_decode, 0),
             "verify_4_at_1000": round(costs.verify_cost(4, 1000), 3), **costs.describe()}}
 
     def _load(self, threads: int) -> bool:

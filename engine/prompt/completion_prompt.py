@@ -17,6 +17,10 @@ class NoFillInTheMiddle(EngineError):
     pass
 
 
+class EmptyPrompt(EngineError):
+    """No token to read: an empty prompt, and a model that puts no BOS first."""
+
+
 class CompletionPrompts:
     def __init__(self, model: Model):
         self.model = model
@@ -41,6 +45,9 @@ class CompletionPrompts:
             pre, suf, mid = self.fim
             tokens = (self.bos + [pre] + self.model.tokenize(prompt, special=False) + [suf]
                       + self.model.tokenize(suffix, special=False) + [mid])
+        if not tokens:
+            raise EmptyPrompt("the prompt is empty, and this model begins a text with no token "
+                              "of its own: there is nothing to continue")
         if len(tokens) >= self.model.n_ctx:
             raise PromptTooLong(f"the prompt is {len(tokens)} tokens; the context holds "
                                 f"{self.model.n_ctx}")

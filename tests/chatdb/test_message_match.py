@@ -51,15 +51,21 @@ def test_the_deepest_match_wins_and_roles_count(archive):
 def test_the_match_is_one_indexed_query(archive):
     place(archive, CHAT, "tea", {})
     plan = " ".join(row[3] for row in archive.conn.execute("EXPLAIN QUERY PLAN " + LONGEST_MATCH,
-                                                           {"hashes": "[1, 2]"}))
+                                                           {"hashes": "[1, 2]", "owner": "ann", "share": 0}))
     assert "messages_by_content_hash" in plan and "SCAN m" not in plan
 
 
 def test_messages_written_before_the_migration_get_their_hash(db_path):
     before = [m for m in available() if m.version < 6]
-    with Archive(connect(db_path, before), db_path) as old:
-        conv = old.create_conversation("old", system_prompt="Be brief.")
-        old.add_message(conv.id, "user", "What is tea?")
+    with Archive(connect(db_path, before), db_path) as old, old.transaction():
+        # Rows as that schema has them (the archive's code writes today's columns).
+        old.conn.execute("INSERT INTO conversations (id, uid, title, head_id, created_at, "
+                         "updated_at) VALUES (1, 'c1', 'old', NULL, 't', 't')")
+        for id_, parent, role, text in ((1, None, "system", "Be brief."),
+                                        (2, 1, "user", "What is tea?")):
+            old.conn.execute("INSERT INTO messages (id, uid, parent_id, root_id, conversation_id, "
+                             "depth, role, content, created_at) VALUES (?, ?, ?, 1, 1, ?, ?, ?, 't')",
+                             (id_, f"m{id_}", parent, id_ - 1, role, text))
     with Archive.open(db_path) as archive:
         assert [m.id for m in longest_match(archive, CHAT[:2])] == [1, 2]
 

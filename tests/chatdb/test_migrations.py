@@ -360,9 +360,14 @@ def test_statements_splits_like_sqlite():
 def test_0009_keeps_kv_stored_before_it_readable(db_path, migrations_package, assert_sound):
     older = migrations_package(files_of(m for m in available() if m.version < 9))
     raw = bytes(range(256)) * 8
-    with Archive(connect(db_path, available(older)), db_path) as archive:
-        conv = archive.create_conversation("old")
-        question = archive.add_message(conv.id, "user", "hello")
+    with Archive(connect(db_path, available(older)), db_path) as archive, archive.transaction():
+        # Rows as that schema has them (the archive's code writes today's columns).
+        archive.conn.execute("INSERT INTO conversations (id, uid, title, created_at, updated_at) "
+                             "VALUES (1, 'c1', 'old', 't', 't')")
+        archive.conn.execute("INSERT INTO messages (id, uid, parent_id, root_id, conversation_id, "
+                             "depth, role, content, created_at) "
+                             "VALUES (1, 'm1', NULL, 1, 1, 0, 'user', 'hello', 't')")
+        question = archive.message(1)
         encoded = encode(raw)
         archive.conn.execute(   # as the code before 0009 wrote a segment
             "INSERT INTO kv_segments (message_id, fingerprint, kind, n_tokens, codec, raw_size, "
@@ -374,6 +379,6 @@ def test_0009_keeps_kv_stored_before_it_readable(db_path, migrations_package, as
         assert bytes(archive.kv.get(question.id, "fp").decode()) == raw
         assert archive.kv.usage("fp").raw_bytes == len(raw)
         # Deleting it (no shared run named) leaves the archive sound.
-        archive.delete_conversation(conv.id)
+        archive.delete_conversation(1)
         assert archive.kv.usage().segments == 0
         assert_sound(archive.conn)

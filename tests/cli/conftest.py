@@ -61,9 +61,11 @@ def shared_model(request, tmp_path_factory):
 
 @pytest.fixture
 def cli_env(tmp_path):
-    """The environment of a user with no CHATDB_DB, no NO_COLOR, and a private XDG dir."""
+    """The environment of a user with no CHATDB_DB, no NO_COLOR, and private XDG dirs (the
+    data and the console's input history: tests run side by side)."""
     env = {k: v for k, v in os.environ.items() if k not in ("CHATDB_DB", "NO_COLOR")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
     env["PYTHONPATH"] = python_path(env)
     return env
 

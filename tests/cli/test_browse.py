@@ -4,7 +4,8 @@
 def test_list_json_most_recent_first(chatdb, sample):
     listed = chatdb("list", "--json").json()
     assert [row["id"] for row in listed] == [sample.fork, sample.trip, sample.rust]
-    assert set(listed[0]) == {"id", "title", "updated_at", "message_count", "pinned", "archived", "tags"}
+    assert set(listed[0]) == {"id", "title", "updated_at", "message_count", "owner",
+                              "pinned", "archived", "tags"}
     by_id = {row["id"]: row for row in listed}
     # The current path but its system prompt, as the console numbers it.
     assert by_id[sample.rust]["message_count"] == 2   # question, second answer

@@ -152,6 +152,18 @@ def test_list_is_numbered_most_recent_first_with_the_current_marked(console):
     assert "whole number" in console.error("/list 0\n")
 
 
+def test_list_shows_owners_and_filters_by_user(console):
+    archive = console.session.archive
+    theirs = archive.create_conversation("Ann's chat", owner="ann")
+    archive.add_message(theirs.id, "user", "a question of ann's")
+    mine = new(console, "a question of the console's")
+    out, _ = console.ok("/list 50\n")
+    assert "[ann]" in out and f"#{mine}" in out
+    out, _ = console.ok("/list --user ann\n")
+    assert out.count("#") == 1 and f"#{theirs.id}" in out and "[ann]" in out
+    assert "--user NAME" in console.error("/list --user\n")
+
+
 def test_switch_by_number_id_and_title(console):
     a = new(console, "alpha question", title="Alpha notes")
     b = new(console, "beta question", title="Beta notes")

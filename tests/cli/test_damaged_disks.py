@@ -11,18 +11,14 @@ import pytest
 from chatdb.archive import Archive
 
 from ..chatdb_command import chatdb_argv
+from ..small_disk import small_tmpfs
 from .conftest import REPO
 
 
 @pytest.fixture
 def full_disk(tmp_path, db_path, archive, sample):
     """The sample archive on a 4 MiB tmpfs with no space left (mounting one needs root)."""
-    mount = tmp_path / "full"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs",
-                                            str(mount)], capture_output=True).returncode:
-        pytest.skip("mounting a small tmpfs needs root")
-    try:
+    with small_tmpfs(tmp_path / "full") as mount:
         archive.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")   # the copy is the whole archive
         shutil.copy(db_path, mount / "chatdb.db")
         with open(mount / "filler", "wb") as filler:
@@ -34,8 +30,6 @@ def full_disk(tmp_path, db_path, archive, sample):
                 pass
         assert os.statvfs(mount).f_bavail == 0
         yield mount / "chatdb.db"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
 
 
 def test_reading_works_on_a_full_disk(chatdb, full_disk, sample):

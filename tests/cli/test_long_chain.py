@@ -61,6 +61,7 @@ def test_the_first_ask_reads_only_its_window(chatdb, chain, tmp_path):
     assert _token_rows(db) < 100   # the window's messages (and the answer), not 10,000
 
 
+@pytest.mark.alone   # a deadline after the signal, on a whole core
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_the_first_ask_stops_at_once(chatdb, chain, tmp_path, sig, status):
     db = tmp_path / "chatdb.db"

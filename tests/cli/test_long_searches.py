@@ -46,6 +46,7 @@ def _snippet_seconds(archive, match, message_id) -> float:
     return statistics.median(times)
 
 
+@pytest.mark.alone   # compares timings: another worker beside it would blur them
 def test_a_snippet_costs_the_same_whatever_the_message_size(logs):
     path, ids = logs
     with Archive.open(path) as archive:
@@ -60,6 +61,7 @@ def test_a_snippet_costs_the_same_whatever_the_message_size(logs):
             assert f"\x02tag{name}\x03 error: \x02connection\x03 reset" in hits[0].snippet
 
 
+@pytest.mark.alone   # a deadline after Ctrl-C, on a whole core
 def test_ctrl_c_stops_a_long_search_at_once(logs, cli_env):
     path, _ = logs
     alone = time.monotonic()

@@ -17,7 +17,7 @@ def test_tag_list_and_untag(chatdb, sample):
     assert ids(chatdb("list", "--tag", "TRAVEL", "--json").json()) == [sample.trip, sample.rust]
     assert ids(chatdb("list", "--tag", "travel", "--tag", "Japan Trip", "--json").json()) == [sample.trip]
     listed = chatdb("list", "--json").json()
-    assert set(listed[0]) == {"id", "title", "updated_at", "message_count", "pinned", "archived", "tags"}
+    assert set(listed[0]) == {"id", "title", "updated_at", "message_count", "owner", "pinned", "archived", "tags"}
     assert {row["id"]: row["tags"] for row in listed}[sample.fork] == []
     text = chatdb("list", "--tag", "travel").stdout
     assert '#"japan trip" #Travel' in text

@@ -71,7 +71,7 @@ def test_measured_once_stored_and_reused(open_engine, monkeypatch):
     # free cores could differ between the two engines on a busy machine (and be measured).
     archive, first = open_engine(draft="auto", threads=1)
     assert calls == [1] and first.tuning.cost_source == "measured"
-    key = (first.tuning.key, first.tuning.machine, first.model.config.n_threads)
+    key = (first.tuning.key, first.tuning.machine, first.model.threads_decode)
     stored = archive.costs.get(*key)
     assert stored is not None and CostModel.from_json(stored[0]).bins
     _, second = open_engine(draft="auto", threads=1)
@@ -88,12 +88,12 @@ def test_no_measurement_without_drafting(open_engine, monkeypatch):
 
 def test_refined_from_real_turns(open_engine):
     archive, engine = open_engine(draft="auto")
-    threads = engine.model.config.n_threads
+    threads = engine.model.threads_decode
     before = sum(n for n, _, _ in engine.tuning.costs().bins.values())
     conv = archive.create_conversation("t")
     result = engine.reply(conv.id, "Count from one to twenty.",
                           sampling=SamplingSettings(temperature=0, max_tokens=32, seed=1))
-    threads = engine.model.config.n_threads   # the turn may have re-chosen them
+    threads = engine.model.threads_decode   # the turn may have re-chosen them
     model = engine.tuning.costs()
     assert sum(n for n, _, _ in model.bins.values()) > before
     assert result.speculative["target_forwards"] >= 1

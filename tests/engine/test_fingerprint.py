@@ -23,3 +23,12 @@ def test_target_and_draft_fingerprints_are_those_stored_before():
                 == _stored_before(mode, role="draft"))
     assert kv_config_fingerprint("model-hash", CONFIG, "rows") != \
         kv_config_fingerprint("model-hash", CONFIG, "rows", role="draft")
+
+
+def test_kv_computed_on_a_gpu_has_its_own_fingerprint_and_the_cpus_stays_as_before():
+    on_gpu = ContextConfig(**{**CONFIG.__dict__, "n_gpu_layers": -1, "devices": ("Vulkan0: llvmpipe",)})
+    partly = ContextConfig(**{**on_gpu.__dict__, "n_gpu_layers": 12})
+    other = ContextConfig(**{**on_gpu.__dict__, "devices": ("CUDA0: NVIDIA H200",)})
+    prints = {kv_config_fingerprint("model-hash", c, "rows") for c in (CONFIG, on_gpu, partly, other)}
+    assert len(prints) == 4
+    assert kv_config_fingerprint("model-hash", CONFIG, "rows") == _stored_before("rows", scaled_ctx=False)

@@ -8,7 +8,6 @@ import pytest
 from chatdb.archive import Archive
 from engine.errors import EngineError
 from engine.kv.kv_type import ENV, KV_TYPES, chosen
-from cli.model_options import KV_TYPES as NAMED
 
 from .conftest import GREEDY
 
@@ -16,8 +15,20 @@ FIRST = "Name three colours of the rainbow."
 SECOND = "Now name two more."
 
 
-def test_the_cli_names_the_engines_kv_types():
-    assert tuple(KV_TYPES) == NAMED
+def test_the_command_line_names_the_kv_types_without_loading_llama_cpp():
+    """--kv-type offers the engine's own names (one table), read before llama.cpp loads."""
+    import subprocess
+    import sys
+
+    from ..chatdb_command import REPO, python_path
+
+    code = ("import sys; from cli.model_options import add_kv_type_option; "
+            "assert 'llama_cpp' not in sys.modules; import argparse; p = argparse.ArgumentParser(); "
+            "add_kv_type_option(p); print(p._actions[-1].choices)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={"PYTHONPATH": python_path()}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(list(KV_TYPES))
 
 
 def test_the_type_comes_from_the_option_the_environment_or_the_archive(archive, monkeypatch):

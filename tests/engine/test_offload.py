@@ -5,7 +5,7 @@ import pytest
 from engine.errors import EngineError
 from engine.llama.gguf_header import ModelFacts, read_facts
 from engine.machine.hardware import Device, HardwareReport
-from engine.machine.offload_plan import GPU_HEADROOM, MIN_FULL_CTX, plan_offload
+from engine.machine.offload_plan import GPU_HEADROOM, MEMORY_ENV, MIN_FULL_CTX, plan_offload
 
 MiB, GiB = 1 << 20, 1 << 30
 FACTS = ModelFacts(arch="llama", n_layer=32, n_ctx_train=32768, kv_bytes_per_token=128 * 1024,
@@ -50,7 +50,7 @@ def test_a_gpu_too_small_takes_as_many_layers_as_fit():
     assert gpu_bytes(p.config) <= free - GPU_HEADROOM
     one_more = p.config.__class__(**{**p.config.__dict__, "n_gpu_layers": layers + 1})
     assert gpu_bytes(one_more) > free - GPU_HEADROOM
-    assert p.offload == f"{layers} of 32 layers on CUDA0 (GPU 0), the rest on the CPU"
+    assert p.offload == f"{layers} of 32 layers on CUDA0 (GPU 0), the rest on the CPU: no more fit"
 
 
 def test_a_requested_context_is_kept_and_costs_layers():
@@ -80,6 +80,32 @@ def test_a_build_without_gpu_offload_ignores_the_devices():
     assert plan_offload(report(24 * GiB, offload=False), FACTS).offload == "CPU only"
 
 
+def test_a_memory_cap_plans_within_it_and_says_so(monkeypatch):
+    monkeypatch.setenv(MEMORY_ENV, "3G")
+    capped = plan_offload(report(24 * GiB), FACTS)
+    assert 0 < capped.config.n_gpu_layers < 32 and gpu_bytes(capped.config) <= 3 * GiB
+    assert capped.offload.endswith(f"the rest on the CPU: no more fit ({MEMORY_ENV} allows 3.0 GiB)")
+    monkeypatch.setenv(MEMORY_ENV, "0")
+    none = plan_offload(report(24 * GiB), FACTS)
+    assert none.config.n_gpu_layers == 0 and not none.config.flash_attn
+    assert none.offload == (f"CPU only: no layer fits the memory of CUDA0 (GPU 0) (24.0 GiB free) "
+                            f"({MEMORY_ENV} allows 0 bytes)")
+    monkeypatch.setenv(MEMORY_ENV, "unlimited")
+    assert plan_offload(report(24 * GiB), FACTS).config.n_gpu_layers == -1
+    monkeypatch.setenv(MEMORY_ENV, "lots")
+    with pytest.raises(EngineError, match=MEMORY_ENV):
+        plan_offload(report(24 * GiB), FACTS)
+
+
+def test_the_plan_names_the_devices_that_compute_even_with_no_layer_on_them():
+    assert plan_offload(report(24 * GiB), FACTS).config.devices == ("CUDA0: GPU 0",)
+    small = plan_offload(report(GPU_HEADROOM // 2), FACTS)   # llama.cpp still offloads batches
+    assert small.config.n_gpu_layers == 0 and small.config.devices == ("CUDA0: GPU 0",)
+    assert small.offload.startswith("CPU only: no layer fits the memory of CUDA0 (GPU 0)")
+    assert plan_offload(report(), FACTS).config.devices == ()
+    assert plan_offload(report(24 * GiB, offload=False), FACTS).config.devices == ()
+
+
 def test_the_context_never_exceeds_what_the_model_was_trained_for():
     short = ModelFacts(**{**FACTS.__dict__, "n_ctx_train": 2048})
     assert plan_offload(report(24 * GiB), short).config.n_ctx == 2048
@@ -104,3 +130,38 @@ def test_a_damaged_file_is_a_clear_error(tmp_path, model_path):
     other.write_text("hello")
     with pytest.raises(EngineError, match="not a GGUF file"):
         read_facts(other)
+
+
+def test_a_gpu_build_without_a_device_says_why_it_runs_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
+
+    def vulkan_build(backends, *gpus_free):
+        devices = report(*gpus_free).devices
+        return HardwareReport(backends=backends, devices=devices, gpu_offload=bool(gpus_free),
+                              physical_cores=8, logical_cores=16, system_info="", built_for=["Vulkan"])
+
+    assert report(24 * GiB).without_gpu() is None and report().without_gpu() is None  # CPU build
+    assert vulkan_build(["Vulkan", "CPU"], 24 * GiB).without_gpu() is None
+    found_none = vulkan_build(["Vulkan", "CPU"]).without_gpu()
+    assert found_none.startswith("llama.cpp was built for Vulkan but it found no Vulkan GPU (")
+    assert found_none.endswith(": running on the CPU") and "GGML_VK_VISIBLE_DEVICES" in found_none
+    assert vulkan_build(["CPU"]).without_gpu() == \
+        "llama.cpp was built for Vulkan but its Vulkan driver did not start: running on the CPU"
+    monkeypatch.setenv("GGML_VK_VISIBLE_DEVICES", "")
+    assert vulkan_build(["Vulkan", "CPU"]).without_gpu() == \
+        "llama.cpp was built for Vulkan but GGML_VK_VISIBLE_DEVICES is empty: running on the CPU"
+
+
+def test_flash_attention_follows_the_variable_where_it_is_set(monkeypatch):
+    from engine.kv.kv_type import KV_TYPES
+    from engine.machine.offload_plan import FLASH_ENV
+
+    monkeypatch.setenv(FLASH_ENV, "off")
+    assert not plan_offload(report(24 * GiB), FACTS).config.flash_attn
+    with pytest.raises(EngineError, match="q8_0 KV needs flash attention"):
+        plan_offload(report(24 * GiB), FACTS, kv_type=KV_TYPES["q8_0"])
+    monkeypatch.setenv(FLASH_ENV, "on")
+    assert plan_offload(report(), FACTS).config.flash_attn
+    monkeypatch.setenv(FLASH_ENV, "sometimes")
+    with pytest.raises(EngineError, match="on, off or auto"):
+        plan_offload(report(), FACTS)

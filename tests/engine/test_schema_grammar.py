@@ -13,19 +13,14 @@ import numpy as np
 import pytest
 
 from engine.llama.grammar import CALL_CLOSE, CALL_OPEN, GrammarError, json_grammar, tool_call_grammar
-from engine.llama.model import ContextConfig, Model
-from engine.llama.model_path import resolve_model_path
 from engine.llama.sampling import Sampler, SamplingSettings, _grammar_sampler
 
 BIG = 10**15
 
 
-@pytest.fixture(scope="module")
-def model():
-    loaded = Model(str(resolve_model_path()), ContextConfig(n_ctx=512, n_batch=32, n_threads=1,
-                                                            flash_attn=False))
-    yield loaded
-    loaded.close()
+@pytest.fixture
+def model(smollm2_vocab):
+    return smollm2_vocab
 
 
 class Acceptor:

@@ -8,7 +8,7 @@ import pytest
 
 from chatdb.archive import Archive
 from engine.machine import cpu_costs
-from engine.decode.draft_policy import PAUSE_MIN, DraftPolicy
+from engine.decode.draft_policy import PAUSE_MIN, DraftPolicy, shared_cost
 from engine.errors import EngineError
 from engine.decode.modes import DraftMode
 from engine.llama.sampling import SamplingSettings
@@ -186,16 +186,29 @@ def test_resume_restores_the_draft_models_kv(tmp_path, model_path):
 
 
 def test_draft_length_follows_acceptance():
-    lengths = [DraftPolicy(cpu_costs.verify_cost, p=p).length(cells=1000) for p in (0.6, 0.8, 0.95, 0.995)]
+    lengths = [DraftPolicy(cpu_costs.verify_cost, acceptance=p).length(cells=1000)
+               for p in (0.6, 0.8, 0.95, 0.995)]
     assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
     # Guesses that rarely hold cost more to verify than they save: drafting pauses.
-    assert DraftPolicy(cpu_costs.verify_cost, p=0.3).length(cells=700) == 0
+    assert DraftPolicy(cpu_costs.verify_cost, acceptance=0.3).length(cells=700) == 0
 
 
 def test_the_draft_model_follows_the_threads_chosen_before_each_turn(open_engine, model_path):
     archive, engine = open_engine(draft="model", draft_model=model_path)
-    engine.draft.model.set_threads(engine.model.config.n_threads + 1, engine.model.threads_batch + 1)
+    engine.draft.model.set_threads(engine.model.threads_decode + 1, engine.model.threads_batch + 1)
     conv = archive.create_conversation("threads")
     engine.reply(conv.id, "Say hi.", sampling=SamplingSettings(temperature=0, max_tokens=4))
-    assert (engine.draft.model.config.n_threads, engine.draft.model.threads_batch) == \
-        (engine.model.config.n_threads, engine.model.threads_batch)
+    assert (engine.draft.model.threads_decode, engine.draft.model.threads_batch) == \
+        (engine.model.threads_decode, engine.model.threads_batch)
+
+
+
+def test_in_a_shared_pass_drafting_waits_for_lengths_that_pay_beside_the_others():
+    policy = DraftPolicy(cpu_costs.verify_cost)
+    assert policy.length(cells=100) > 0                 # alone, a first guess pays
+    assert policy.length(cells=100, shared=3) == 0      # beside three others it does not
+    assert policy.paused_for == 0                       # and that is no reason to pause
+    for _ in range(40):
+        policy.verified(16, 16)                         # guesses that always hold
+    k = policy.length(cells=100, shared=3)
+    assert k > 0 and shared_cost(k, 100) < k + 1

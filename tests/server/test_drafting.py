@@ -1,7 +1,8 @@
-"""Speculative decoding inside the server: every slot drafts, its guesses verified in the pass it
-shares with the other requests, and greedy answers are the undrafted ones, alone or batched.
+"""Speculative decoding inside the server: every slot drafts where it pays, its guesses verified
+in the pass it shares with the other requests, and greedy answers are the undrafted ones, alone
+or batched.
 
-SmolLM2 (the default model) computes a token alike in any batch (README: the server), so the
+SmolLM2 (the default model) computes a token alike in any batch (docs/server.md: several clients at once), so the
 answers must be equal token for token; the figures each reply carries say drafting happened.
 """
 
@@ -43,6 +44,6 @@ def test_greedy_answers_drafted_in_the_server_equal_the_undrafted_alone_and_unde
         together = list(pool.map(lambda p: ask(server, p), PROMPTS))
     assert [text(r) for r in together] == undrafted
     assert max(r["chatdb"]["batch"]["most_sequences"] for r in together) >= 2
-    # It drafts in the shared batch too. How much depends on what the costs measured on this
-    # machine say drafting pays (a pause ends in a probe PAUSE_MIN tokens on), so not `accepted`.
-    assert together[0]["chatdb"]["speculative"]["drafted"] > 0
+    # In the shared batch a slot drafts only at lengths that pay beside the others (a drafted
+    # row there costs most of a token: draft_policy.shared_cost), so how much it drafted
+    # depends on how long it ran alone; tests/engine/test_speculative.py tests that rule.

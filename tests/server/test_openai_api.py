@@ -219,25 +219,18 @@ def test_frequency_and_presence_penalties_change_a_repetitive_answer(api):
         assert penalised.lower().count("cat") < plain.lower().count("cat"), (field, plain, penalised)
 
 
-def test_logit_bias_keeps_a_token_out(api):
+def test_logit_bias_keeps_a_token_out(api, smollm2_vocab):
     first = greedy(api, [{"role": "user", "content": "Name a colour."}], max_tokens=8, logprobs=True)
     token = first.choices[0].logprobs.content[0]
-    token_id = api_token_id(token.bytes)
+    token_id = api_token_id(token.bytes, smollm2_vocab)
     biased = greedy(api, [{"role": "user", "content": "Name a colour."}], max_tokens=8,
                     logprobs=True, logit_bias={str(token_id): -100})
     assert all(e.bytes != token.bytes for e in biased.choices[0].logprobs.content)
 
 
-def api_token_id(piece: list) -> int:
-    """The token id of a piece of SmolLM2's vocabulary (the archive's tokenizer, loaded here)."""
-    from engine.llama.model import ContextConfig, Model
-    from engine.llama.model_path import resolve_model_path
-    model = Model(str(resolve_model_path()), ContextConfig(n_ctx=512, n_batch=8, n_threads=1,
-                                                          flash_attn=False))
-    try:
-        return next(t for t in range(model.n_vocab) if model.piece(t) == bytes(piece))
-    finally:
-        model.close()
+def api_token_id(piece: list, vocab) -> int:
+    """The token id of a piece of SmolLM2's vocabulary (the archive's tokenizer)."""
+    return next(t for t in range(vocab.n_vocab) if vocab.piece(t) == bytes(piece))
 
 
 # -- HTTP conventions -----------------------------------------------------------------

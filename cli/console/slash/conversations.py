@@ -15,8 +15,15 @@ def new(session, arg: str) -> None:
 
 
 def list_(session, arg: str) -> None:
-    limit = whole_number(arg, "N") if arg else LIST_DEFAULT
-    rows = session.archive.list_conversations(limit=limit)
+    words = arg.split()
+    user = None
+    if "--user" in words:   # one shared server user's (chatdb serve --keys)
+        at = words.index("--user")
+        if at + 1 >= len(words):
+            raise UsageError("/list [N] [--user NAME]")
+        user, words = words[at + 1], words[:at] + words[at + 2:]
+    limit = whole_number(" ".join(words), "N") if words else LIST_DEFAULT
+    rows = session.archive.list_conversations(limit=limit, **({"owner": user} if user else {}))
     session.remember_listed([row.id for row in rows])
     r = session.render
     if not rows:
@@ -30,7 +37,8 @@ def list_(session, arg: str) -> None:
         pin = "pinned " if row.pinned else ""
         line = f"{mark}{n:>3}  {'#' + str(row.id):<{id_width}}  {when}  {row.message_count:>4} msg  {pin}{title}"
         tags = r.dim("  " + tag_list(row.tags)) if row.tags else ""
-        r.line((r.bold(line) if row.id == session.conv_id else line) + tags)
+        owner = r.dim(f"  [{row.owner}]") if row.owner else ""
+        r.line((r.bold(line) if row.id == session.conv_id else line) + tags + owner)
     total = session.archive.count_conversations()
     if total > len(rows):
         r.note(f"{len(rows)} most recent of {total:,}; /list N shows more")
@@ -74,9 +82,9 @@ def delete(session, arg: str) -> None:
 
 COMMANDS = [
     Command("new", "[TITLE]", "start a new conversation (saved with its first message)", new),
-    Command("list", "[N]", "conversations, pinned first, then most recent, numbered for /switch", list_,
-            details="Shows the 20 most recent, or N: pinned ones first, with their tags.\n"
-                    "The current one is marked with *; archived ones are left out."),
+    Command("list", "[N] [--user NAME]", "conversations, pinned first, then most recent, numbered for /switch",
+            list_, details="Shows the 20 most recent, or N: pinned ones first, with their tags.\n"
+                           "The current one is marked with *; archived ones are left out."),
     Command("switch", "N|#ID|TITLE", "continue another conversation", switch,
             complete="conversation",
             details="N: its number in the last /list. #ID: its id (as `chatdb list` shows).\n"

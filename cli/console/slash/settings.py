@@ -42,6 +42,10 @@ def model(session, arg: str) -> None:
     if speculative:
         draft = speculative.get("draft_model")
         r.line(f"speculative decoding: {speculative.get('mode')}" + (f" (draft model {draft})" if draft else ""))
+        index = speculative.get("archive_index") or {}
+        if index.get("loaded"):
+            r.line(f"archive draft index: {index['answers']:,} answers, {index['tokens']:,} tokens "
+                   f"in {index['bytes'] / 1e6:.1f} MB")
 
 
 def set_(session, arg: str) -> None:
