@@ -78,6 +78,8 @@ def test_list_by_tags_needs_every_tag(archive):
     assert [c.id for c in archive.list_conversations(tags=["work", "rust"])] == [both]
     assert [c.id for c in archive.list_conversations(tags=["work", "work"])] == [one, both]
     assert archive.list_conversations(tags=["work", "absent"]) == []
+    assert [c.id for c in archive.list_conversations(tags=["work"], limit=1)] == [one]  # in order
+    assert [c.id for c in archive.list_conversations(tags=["rust", "work"], limit=1)] == [both]
     archive.tags.set_flag(both, "archived", True)
     assert [c.id for c in archive.list_conversations(tags=["work"])] == [one]
     assert archive.list_conversations(tags=["rust"], archived=True)[0].tags == ["Rust", "work"]
