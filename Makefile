@@ -66,12 +66,13 @@ chat: install
 
 # The suite in two passes, PYTEST_ARGS given to both: first on PYTEST_WORKERS workers
 # (pytest-xdist; a file's tests stay on one worker, so its module fixtures, a loaded
-# model or a server, start once), then the tests marked `alone` (they need a quiet
+# model or a server, start once; files handed out as tests/conftest.py orders them, the
+# heaviest parts first), then the tests marked `alone` (they need a quiet
 # machine) one at a time. A pass that PYTEST_ARGS leaves empty (exit 5) is no failure;
 # both empty is. PYTEST_WORKERS=0 runs the first pass in this process.
 PYTEST_WORKERS ?= 2
 test: install test-models
-	@$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --alone=skip $(PYTEST_ARGS); parallel=$$?; \
+	@$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --alone=skip $(PYTEST_ARGS); parallel=$$?; \
 	$(BIN)/pytest --alone=only $(PYTEST_ARGS); alone=$$?; \
 	for status in $$parallel $$alone; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; done; \
 	[ "$$parallel$$alone" != 55 ] || exit 5

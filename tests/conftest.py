@@ -50,7 +50,21 @@ def pytest_addoption(parser):
              "serial pass)")
 
 
+# On workers, the heaviest parts' files go first: with --no-loadscope-reorder (make test) xdist
+# hands out whole files in this order (by default it orders them by their number of tests,
+# which sends the one-test files of a minute, a server's or a model's, last), so a worker free
+# near the end takes a short file.
+HEAVIEST_FIRST = ("engine", "server", "cli", "embed", "chatdb")
+
+
+def _part(item) -> int:
+    parts = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts
+    return HEAVIEST_FIRST.index(parts[0]) if parts[0] in HEAVIEST_FIRST else len(HEAVIEST_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_part)   # stable: a file's tests keep their order
     mode = config.getoption("--alone")
     if mode == "with":
         return

@@ -111,10 +111,10 @@ class AnswerJob(Job):
     def _exact_tokens(self, gen: Generation) -> "list[int] | None":
         """The answer's exact tokens; None (the answer is kept all the same) when the
         template renders it other than as it was generated."""
+        prompts, prepared = self.keeper.prompts, self.prepared
         try:
-            return self.keeper.prompts.answer_tokens(self.keeper.prompts.chat(self.prepared.path),
-                                                     self.prepared.opening, gen.text, gen.tokens,
-                                                     gen.covered)
+            return prompts.answer_tokens(prompts.chat(prepared.path), prepared.opening, gen.text,
+                                         gen.tokens, gen.covered)
         except EngineError as exc:  # not prefix-stable, or failing on this answer
             self.keeper.warn(f"the answer's tokens are not stored: {exc}")
             return None
