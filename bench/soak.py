@@ -107,13 +107,14 @@ def stream(http, base, body, kind, tally, cancel: bool):
     return text
 
 
-def client(number: int, base: str, until: float, tally: Tally, rounds: "int | None") -> None:
+def client(number: int, base: str, until: float, tally: Tally, rounds: "int | None",
+           kinds=KINDS) -> None:
     rng, topic = random.Random(number), TOPICS[number % len(TOPICS)]
     messages = [{"role": "system", "content": f"You talk about {topic}."}]
     kept = httpx.Client()
     turn = 0
-    while (rounds is None and time.monotonic() < until) or (rounds is not None and turn < rounds * len(KINDS)):
-        kind = KINDS[turn % len(KINDS)] if rounds is not None else rng.choice(KINDS)
+    while (rounds is None and time.monotonic() < until) or (rounds is not None and turn < rounds * len(kinds)):
+        kind = kinds[turn % len(kinds)] if rounds is not None else rng.choice(kinds)
         http = kept if rng.random() < 0.5 else httpx.Client()   # else a reconnect
         ask = messages + [{"role": "user", "content": f"Turn {turn}: tell me about {topic}."}]
         body = {"model": "any", "messages": ask, "max_tokens": 24, "temperature": 0.7, "seed": turn}
@@ -137,9 +138,9 @@ def client(number: int, base: str, until: float, tally: Tally, rounds: "int | No
     kept.close()
 
 
-def run_clients(base: str, seconds: float, tally: Tally, rounds=None) -> None:
+def run_clients(base: str, seconds: float, tally: Tally, rounds=None, kinds=KINDS) -> None:
     until = time.monotonic() + seconds
-    threads = [threading.Thread(target=client, args=(i, base, until, tally, rounds))
+    threads = [threading.Thread(target=client, args=(i, base, until, tally, rounds, kinds))
                for i in range(CLIENTS)]
     for t in threads:
         t.start()
@@ -157,18 +158,23 @@ def missing_answers(db: Path, stored: dict) -> list[int]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=20.0, help="how long (default 20)")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"the requests sent, some of {','.join(KINDS)} (default: all)")
     args = parser.parse_args(argv)
+    kinds = tuple(args.kinds.split(","))
+    if not set(kinds) <= set(KINDS):
+        parser.error(f"--kinds: some of {','.join(KINDS)}")
     work = Path(tempfile.mkdtemp(prefix="chatdb-soak-"))
     db = work / "soak.db"
     with chatdb_server(db, work, parallel=PARALLEL, extra=("--draft", "off", "--embed-model", "off",
                                                             "--ctx", "2048")) as server:
         tally = Tally()
-        run_clients(server.base, 0, tally, rounds=1)       # warm: every kind once per client
-        run_clients(server.base, args.minutes * 15, tally)
+        run_clients(server.base, 0, tally, 1, kinds)       # warm: every kind once per client
+        run_clients(server.base, args.minutes * 15, tally, None, kinds)
         start, started = process_figures(server), time.monotonic()
-        run_clients(server.base, args.minutes * 30, tally)
+        run_clients(server.base, args.minutes * 30, tally, None, kinds)
         mid = process_figures(server)
-        run_clients(server.base, args.minutes * 30, tally)
+        run_clients(server.base, args.minutes * 30, tally, None, kinds)
         end, took = process_figures(server), time.monotonic() - started
     missing = missing_answers(db, tally.stored)
     report(start, mid, end, took, tally, missing)
