@@ -25,7 +25,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..decode.drafting import Drafting, accept_guesses
+from ..decode.drafting import Drafting, accept_guesses, from_each_other
 from ..decode.modes import Finish
 from ..decode.stream import Stream
 from ..errors import Cancelled
@@ -194,16 +194,8 @@ class Slot:
         for follower in followers:   # from the same KV and the same logits row
             follower.take_prompt(self, self.row)
         self._generate(self.row)
-        self._draft_from_each_other([self] + followers)
-
-    @staticmethod
-    def _draft_from_each_other(answering: "list[Slot]") -> None:
-        """Answers to one prompt (n > 1) guess from each other's tokens as they are written."""
-        live = [s for s in answering if s.state == SlotState.GENERATING]
-        for slot in live:
-            for other in live:
-                if other is not slot:
-                    slot.draft.live(other.context, len(other.job.prompt))
+        from_each_other([(s.draft, s.context, len(s.job.prompt)) for s in [self] + followers
+                         if s.state == SlotState.GENERATING])
 
     def _generate(self, row: int) -> None:
         job = self.job

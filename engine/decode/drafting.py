@@ -156,6 +156,15 @@ class DraftRun:
         return figures
 
 
+def from_each_other(answers: list) -> None:
+    """Answers to one prompt (n > 1) guess from each other's tokens as they are written;
+    `answers`: (DraftRun, its context list, its prompt's length) of each."""
+    for run, _, _ in answers:
+        for other, context, start in answers:
+            if other is not run:
+                run.live(context, start)
+
+
 def accept_guesses(sampler, ctx, row: int, drafts: "list[int]", keep) -> "tuple[int, int | None]":
     """(guesses accepted, the next token, or None where the answer ended at a kept guess);
     `keep(guess)` takes each accepted guess and says whether the answer ends there."""
