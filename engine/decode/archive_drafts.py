@@ -13,10 +13,10 @@ own, with its own connection; answers meanwhile draft from their related
 answers only, and the index joins once it is built.
 """
 
-import sqlite3
 import threading
 import time
 
+from chatdb import dbapi
 from chatdb.archive import Archive
 
 from .archive_drafter import ArchiveDrafter
@@ -89,7 +89,7 @@ class ArchiveDrafts:
             related = ([] if message_id is None else
                        self.archive.token_sources.related(message_id, conversation_id,
                                                           self.tokenizer, RELATED, 1 << 15))
-        except (sqlite3.Error, OSError) as exc:
+        except (*dbapi.Error, OSError) as exc:   # either driver's (an encrypted archive)
             if self.warn is not None:
                 self.warn(f"no guesses from the archive for this answer: {exc}")
             index, related = None, []
