@@ -9,6 +9,8 @@ it. Every route is served under /v1 and without it; the document lists the
 /v1 forms (and /health, /openapi.json as they are).
 """
 
+from chatdb.tags import MAX_TAG
+
 from . import chat_request, completion_request, embeddings, fields
 
 VERSION = "3.0.3"
@@ -74,6 +76,12 @@ TOOL_CHOICE = {"oneOf": [
         "type": {"type": "string", "enum": ["function"]},
         "function": {"type": "object", "required": ["name"], "properties": {"name": STRING}}}}]}
 
+# chatdb's own part of a chat request: tags for the conversation it lands in (chatdb.tags
+# checks each name further: no control characters, no lone surrogate).
+CHATDB = {"type": "object", "additionalProperties": False, "properties": {
+    "tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_TAG}}}}
+
+
 def _body(required: str, properties: dict) -> dict:
     """A request body: `required` and the fields it may hold, each other one nullable (the
     server reads a null as the field left out)."""
@@ -92,7 +100,7 @@ CHAT = _body("messages", {
     "tools": {"type": "array", "items": TOOL}, "tool_choice": TOOL_CHOICE,
     "parallel_tool_calls": BOOL,
     "logprobs": BOOL, "top_logprobs": _int(0, chat_request.MOST_TOP_LOGPROBS),
-    **SAMPLING, **NO_OPS})
+    "chatdb": CHATDB, **SAMPLING, **NO_OPS})
 
 COMPLETION = _body("prompt", {
     "model": STRING,
