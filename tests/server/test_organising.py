@@ -71,3 +71,10 @@ def test_each_answer_says_which_messages_were_in_its_window(server):
         "stream_options": {"include_usage": True}})
     last = [line for line in streamed.text.splitlines() if line.startswith("data: {")][-1]
     assert json.loads(last[len("data: "):])["chatdb"]["window"] == window
+
+
+def test_an_answer_to_a_system_prompt_alone_has_no_first_message_in_its_window(server):
+    """Found by the API's fuzzing: a request of one system message was a 500 (the window's
+    first message after the system prompt looked up in an empty list)."""
+    answer = server.chat([{"role": "system", "content": "Answer in one word."}], max_tokens=4)
+    assert answer["chatdb"]["window"] == {"first_message_id": None, "left_out_messages": 0}
