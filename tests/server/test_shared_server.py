@@ -9,12 +9,12 @@ import hashlib
 import json
 import sqlite3
 import subprocess
-import time
 
 import httpx
 import pytest
 
 from ..chatdb_command import chatdb_argv
+from ..polling import wait_until
 from .conftest import ROOT, Server, chatdb_json
 
 pytestmark = pytest.mark.timeout(600)
@@ -58,7 +58,7 @@ def kv_stored(db, message_id: int) -> bool:
 
 def wait_for_kv(db, message_id: int) -> None:
     """Until the server's writer has stored the message's KV (it stores after answering)."""
-    until(lambda: kv_stored(db, message_id))
+    wait_until(lambda: kv_stored(db, message_id), what="the message's KV stored", interval=0.1)
 
 
 def test_another_users_exact_messages_resume_nothing_of_theirs(start_server, db_path, keys):
@@ -134,7 +134,8 @@ def test_keys_limits_and_stats(start_server, keys):
         error = refused.json()["error"]
         assert error["code"] == "rate_limit_exceeded" and set(error) == {
             "message", "type", "param", "code"}
-    until(lambda: stats(server)["alice"]["running"] == 0)   # the stream closed: counted out
+    wait_until(lambda: stats(server)["alice"]["running"] == 0, what="the stream counted out",
+               interval=0.1)   # the stream closed: counted out
     assert ask(server, "alice-secret", QUESTION).status_code == 200
 
     # Dave may use one token a minute: his first request passes, the next waits.
@@ -153,14 +154,6 @@ def stats(server: Server) -> dict:
     response = httpx.get(server.base + "/stats", headers=bearer("root-secret"), timeout=30)
     assert response.status_code == 200, response.text
     return response.json()["users"]
-
-
-def until(condition, polls: int = 600) -> None:
-    for _ in range(polls):
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError("the condition did not come true in time")
 
 
 def test_share_prefix_shares_only_the_system_prompt(start_server, db_path, keys):
