@@ -8,6 +8,10 @@ case that once failed is tried first on every run after, anyone's: it stays a te
 suite reads them only: Hypothesis deletes a saved example that no longer fails, and a
 fixed case must stay in the corpus (and the suite must not change the checkout). The
 longer profiles, run by hand to search, write what they find there, to be committed.
+
+Every profile says derandomize=False: under CI=true Hypothesis makes its own `ci` profile
+(derandomized, no database) the parent of any profile registered, and a derandomized run
+can read no examples, so Schemathesis refused to build the fuzz test at all.
 """
 
 from pathlib import Path
@@ -21,7 +25,7 @@ SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large,
 
 
 def register() -> None:
-    common = dict(deadline=None, suppress_health_check=SLOW_IS_FINE, print_blob=True)
+    common = dict(deadline=None, derandomize=False, suppress_health_check=SLOW_IS_FINE, print_blob=True)
     settings.register_profile("suite", max_examples=20, stateful_step_count=20,
                               database=ReadOnlyDatabase(EXAMPLES), **common)
     common["database"] = EXAMPLES
