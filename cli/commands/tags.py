@@ -6,13 +6,19 @@ from .. import output, refs
 from ..tag_text import tag_list
 from ..options import add_command, open_archive
 
-TAG_DESCRIPTION = """\
-Give a conversation tags (any number; quote a tag with spaces: "machine
-learning"). Tags match without regard to case: "Rust" and "rust" are one tag,
-shown as first written. A tag is at most 100 characters of text, with no
-control characters.
+TAGS_ARE = """\
+Tags match without regard to case: "Rust" and "rust" are one tag, shown as
+first written. A tag is at most 100 characters of text, with no control
+characters.
 
 JSON: {id, title, tags, pinned, archived}"""
+DESCRIPTIONS = {
+    "tag": 'Give a conversation tags (any number; quote a tag with spaces: "machine\n'
+           'learning"). A tag it has already is kept once.\n\n' + TAGS_ARE,
+    "untag": "Take tags off a conversation (any number; one it does not carry changes\n"
+             "nothing). A tag no conversation carries any more is gone from `chatdb tags`.\n\n"
+             + TAGS_ARE,
+}
 
 FLAGS = {  # command: (flag, value, what it says, help)
     "pin": ("pinned", True, "pinned", "pin a conversation: pinned ones come first in `list`"),
@@ -26,7 +32,7 @@ FLAGS = {  # command: (flag, value, what it says, help)
 def register(subparsers) -> None:
     for name, run, help in (("tag", run_tag, "give a conversation tags"),
                             ("untag", run_untag, "take tags off a conversation")):
-        parser = add_command(subparsers, name, run, help=help, description=TAG_DESCRIPTION)
+        parser = add_command(subparsers, name, run, help=help, description=DESCRIPTIONS[name])
         parser.add_argument("conv", metavar="CONV", help="conversation number or uid")
         parser.add_argument("tags", metavar="TAG", nargs="+")
     for name, (_, _, _, help) in FLAGS.items():

@@ -44,6 +44,7 @@ def test_pin_first_archive_hidden(chatdb, sample):
     ("x" * 10_000, "at most 100 characters"),
     ("tab\there", "control character"),
     ("", "cannot be empty"),
+    ("half \udcff a pair", "not valid UTF-8 text (byte 0xff"),   # argv's byte, as Python reads it
 ])
 def test_a_bad_tag_is_one_line_and_exit_2(chatdb, sample, bad, said):
     chatdb("tag", sample.rust, "kept")
@@ -51,6 +52,12 @@ def test_a_bad_tag_is_one_line_and_exit_2(chatdb, sample, bad, said):
     assert said in chatdb("list", "--tag", bad).error(2)
     assert said in chatdb("search", "lifetime", "--tag", bad).error(2)
     assert chatdb("list", "--tag", "kept", "--json").json()[0]["tags"] == ["kept"]
+
+
+def test_tag_and_untag_say_what_each_does(chatdb):
+    assert "Give a conversation tags" in chatdb("tag", "--help", db=False).stdout
+    untag = chatdb("untag", "--help", db=False).stdout
+    assert "Take tags off a conversation" in untag and "Give" not in untag
 
 
 def test_search_by_tag_and_tag_terms(chatdb, sample):
@@ -84,6 +91,22 @@ def test_tags_pins_and_archived_go_through_export_and_import(chatdb, sample, tmp
         ("Rust questions", ["learning", "Rust"], True), ("Borrowing", [], False)]
     assert [r["title"] for r in chatdb("list", "--archived", "--json", "--db", other, db=False).json()] \
         == ["Trip to Kyoto"]
+
+
+def test_importing_again_adds_the_new_tags_and_keeps_the_ones_given_since(chatdb, sample, tmp_path):
+    chatdb("tag", sample.rust, "Rust")
+    exported, other = tmp_path / "all.json", tmp_path / "other.db"
+    chatdb("export", "-o", exported)
+    assert chatdb("import", exported, "--db", other, db=False).returncode == 0
+    copy = next(r["id"] for r in chatdb("list", "--json", "--db", other, db=False).json()
+                if r["title"] == "Rust questions")
+    chatdb("tag", copy, "kept here", "--db", other, db=False)
+    chatdb("tag", sample.rust, "learning")
+    chatdb("export", "-o", exported)
+    assert chatdb("import", exported, "--db", other, db=False).returncode == 0
+    listed = {r["title"]: r["tags"] for r in chatdb("list", "--json", "--db", other, db=False).json()}
+    assert listed["Rust questions"] == ["kept here", "learning", "Rust"]
+    assert len(listed) == 3    # the same conversations, none twice
 
 
 def test_an_export_with_a_bad_tag_is_refused_whole(chatdb, sample, tmp_path):
