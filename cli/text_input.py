@@ -8,13 +8,13 @@ and where. File paths are exempt: a path may be any bytes.
 
 import sys
 
-from chatdb.errors import ChatdbError
+from chatdb.errors import BadInput
 
 PATH_OPTIONS = frozenset({"db", "model", "draft_model", "output", "file"})
 
 
-class NotText(ChatdbError):
-    """Input that is not valid UTF-8 text."""
+class NotText(BadInput):
+    """Input that is not valid UTF-8 text: the user must change it (exit status 2)."""
 
 
 def check_arguments(args) -> None:
@@ -58,5 +58,5 @@ def read_stdin() -> str:
 
 def _argument_name(name: str) -> str:
     named = {"text": "the message", "query": "the search query", "title": "the title",
-             "conv": "CONV", "convs": "CONV", "message": "MESSAGE"}
+             "conv": "CONV", "convs": "CONV", "message": "MESSAGE", "tags": "the tag"}
     return named.get(name, f"--{name.replace('_', '-')}")

@@ -23,16 +23,17 @@ def _as_text(result: Result) -> Result:
 
 
 def test_binary_on_stdin_to_ask(chatdb, db_path, sample):
-    line = _as_text(chatdb("ask", "-", *FAST, input=b"\x89PNG\r\n\x1a\n\xff\xfe")).error(1)
+    line = _as_text(chatdb("ask", "-", *FAST, input=b"\x89PNG\r\n\x1a\n\xff\xfe")).error(2)
     assert "stdin is not valid UTF-8 text (byte 0x89 at offset 0" in line
     assert _conversations(db_path) == 3
 
 
 def test_an_argument_that_is_not_utf8(chatdb, db_path, sample):
     assert "the message is not valid UTF-8 text (byte 0xff at character 4)" in \
-        chatdb("ask", BAD, *FAST).error(1)
-    assert "the search query is not valid UTF-8" in chatdb("search", BAD).error(1)
-    assert "the title is not valid UTF-8" in chatdb("rename", str(sample.trip), BAD).error(1)
+        chatdb("ask", BAD, *FAST).error(2)
+    assert "the search query is not valid UTF-8" in chatdb("search", BAD).error(2)
+    assert "the title is not valid UTF-8" in chatdb("rename", str(sample.trip), BAD).error(2)
+    assert "the tag is not valid UTF-8" in chatdb("tag", str(sample.trip), BAD).error(2)
     with Archive.open(db_path) as archive:
         assert archive.conversation(sample.trip).title == "Trip to Kyoto"
     assert _conversations(db_path) == 3
