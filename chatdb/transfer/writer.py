@@ -130,8 +130,10 @@ class ImportWriter:
         owners: dict[str, "int | None"] = {record.uid: conv_id}
         for message in order:
             self._message(message, conv_id, placed, owners)
-        if existing:
+        if existing:   # imported before: its tags join the ones it has (given since, kept)
             self.report.duplicate_conversations += 1
+            if record.tags:
+                self.tags.add(conv_id, record.tags)
         else:
             self._create(record, conv_id, placed)
         self._flush()
