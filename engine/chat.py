@@ -269,6 +269,19 @@ class Engine:
                       f"{fitted.window.left_out} messages after the system prompt are left out")
         return fitted
 
+    def window_of(self, message_id: int) -> "tuple[int, int | None]":
+        """(messages after the system prompt left out, the first one kept) of the window
+        that answered `message_id`, an answer (its question's window), or that will answer
+        it, a question: fitted as a turn fits it, with the engine's sampling (its max_tokens
+        sets the room), so a chat opened again shows what the model no longer sees."""
+        path = self.archive.path(message_id)
+        if path[-1].role == "assistant" and len(path) > 1:
+            path = path[:-1]
+        if path[-1].role == "system":
+            return 0, None
+        window = fit_prompt(self.prompts, path, self.sampling, self.fingerprint).window
+        return window.left_out, window.first_kept(path)
+
     def completion_job(self, prompt: "list[int]", sampling: SamplingSettings, **callbacks) -> Job:
         """A job answering raw prompt tokens (a completion): nothing placed or stored."""
         if not len(prompt):   # a slot would wait for a first token that never comes

@@ -35,9 +35,6 @@ class Session:
         self.conv_id = conv_id
         self.pending = Pending(system=system)
         self.listed: list[int] = []      # conversation ids as numbered by the last /list
-        # conversation id -> the first message after the system prompt that its last answer's
-        # context held (what /history marks the messages before as no longer seen)
-        self.window_first: dict[int, int] = {}
         self.hits: list = []             # the last /search's hits
         self.meaning = None              # search by meaning (cli/meaning.MeaningSearch), if any
         self.indexer = None              # embeds what the session writes (BackgroundIndexer)
@@ -96,6 +93,14 @@ class Session:
 
     def conversation(self) -> "Conversation | None":
         return self.archive.conversation(self.conv_id) if self.conv_id is not None else None
+
+    def left_out(self) -> int:
+        """How many messages after the system prompt the model no longer sees of the current
+        path: left out of the window its last answer had (or its next will have)."""
+        conv = self.conversation()
+        if conv is None or conv.head_id is None:
+            return 0
+        return self.engine.window_of(conv.head_id)[0]
 
     def path(self) -> list[Message]:
         return self.archive.messages(self.conv_id) if self.conv_id is not None else []
@@ -185,8 +190,6 @@ class Session:
         if self.indexer is not None:  # embedded while the answer is read, at low priority
             self.indexer.poke()
         self.render.note(turn_line(result))
-        if result.conversation_id is not None and result.window_first is not None:
-            self.window_first[result.conversation_id] = result.window_first
         self.stats.add(result)
         if stopped.quit_status:  # SIGTERM / SIGHUP: the answer is kept; now leave as /quit does
             raise Quit(stopped.quit_status - 128)

@@ -72,13 +72,12 @@ class AnswerJob(Job):
         window, restored = self.prepared.window, figures.restored
         self.reopened = reopening(restored.source, restored.restored_tokens, self.prepared)
         path = self.prepared.path
-        after_system = path[1:] if path and path[0].role == "system" else path
-        # The first message after the system prompt the window holds (None: the answer
-        # follows the system prompt alone, as when a request sends nothing else).
-        first = after_system[window.left_out].id if window.left_out < len(after_system) else None
+        after_system = len(path) - (1 if path and path[0].role == "system" else 0)
+        # window.first_kept is None when the answer follows the system prompt alone, as
+        # when a request sends nothing else.
         self.result = TurnResult.of(self.conversation_id, self.user_message_id, message_id, gen,
                                     figures, len(self.prompt), self.started, self.warnings,
-                                    window.left_out, first, len(after_system) + 1)
+                                    window.left_out, window.first_kept(path), after_system + 1)
         if answer is None:
             return None
         tail = answer[held - len(window.tokens.flat()):]

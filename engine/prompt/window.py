@@ -32,6 +32,12 @@ class Window:
     left_out: int                   # messages after the system prompt left out
     anchor: "int | None" = None     # the message the window starts at, when any is left out
 
+    def first_kept(self, path: list[Message]) -> "int | None":
+        """The id of the first message after the system prompt that the window of `path`
+        holds (None: the path is the system prompt alone)."""
+        after_system = path[1:] if path and path[0].role == "system" else path
+        return after_system[self.left_out].id if self.left_out < len(after_system) else None
+
     def key(self, fingerprint: str) -> "str | None":
         """What the window's KV is stored under: the fingerprint and the anchor (None for
         the whole path, stored under the fingerprint itself)."""

@@ -52,3 +52,18 @@ def test_the_console_says_which_messages_the_model_sees_and_history_marks_the_re
     assert marked[0].startswith("[1] ") and marked[-1].startswith(f"[{first - 1}] ")
     with Archive.open(db_path) as archive:
         assert archive.messages(conv)[-2].content == "Which note came last?"
+
+
+def test_history_marks_an_old_chat_before_any_answer_as_the_next_answer_sees_it(chatdb, db_path):
+    """Opened again, no answer yet in this session: /history already marks what the model
+    no longer sees, and /retry (the same question answered again) has just that window."""
+    conv, _ = long_chat(db_path)
+    done = chatdb(*SAMPLING, *CTX, "chat", conv, input="/history\n/retry\n")
+    assert done.returncode == 0, done.stderr
+    history = done.stdout.split("[1] ", 1)[1]             # before /retry's answer is shown
+    marked = [l for l in ("[1] " + history).splitlines() if "no longer seen by the model" in l]
+    assert marked and marked[0].startswith("[1] ")
+    unseen = len(marked)
+    assert f"messages 1-{unseen} are no longer in the model's context" in done.stderr
+    retried = next(l for l in done.stderr.splitlines() if "window: messages" in l)
+    assert retried.split("window: messages ")[1].startswith(f"{unseen + 1}-")

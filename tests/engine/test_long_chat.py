@@ -31,6 +31,12 @@ def test_in_one_process_each_turn_computes_only_its_new_messages(open_engine, db
     assert second.left_out_messages == first.left_out_messages        # the same window
     assert second.kv_source == "live" and second.restored_tokens >= first.prompt_tokens
     assert second.computed_tokens < 40                                 # its question and framing
+    # Asked afterwards, the engine names the window each answer had, and the next one's.
+    assert engine.window_of(first.message_id) == (first.left_out_messages, first.window_first)
+    assert engine.window_of(second.user_message_id) == (second.left_out_messages,
+                                                        second.window_first)
+    opening = archive.path(second.message_id)[1].id                    # "Note 0", all of it seen
+    assert engine.window_of(opening) == (0, opening)
 
 
 def test_after_a_restart_the_window_is_restored_and_answers_as_recomputed(tmp_path):

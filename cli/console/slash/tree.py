@@ -16,20 +16,13 @@ def history(session, arg: str) -> None:
     last = whole_number(arg, "LAST") if arg else len(numbered)
     if path[0].role == "system":
         r.line(r.dim("system prompt: ") + path[0].content)
-    unseen = _unseen(session, numbered)
+    unseen = session.left_out()
     if unseen:
-        r.note(f"messages 1-{unseen} are no longer in the model's context (its last answer "
-               f"saw {unseen + 1}-{len(numbered)}; the system prompt stays)")
+        r.note(f"messages 1-{unseen} are no longer in the model's context (it sees "
+               f"{unseen + 1}-{len(numbered)}; the system prompt stays)")
     for n, m in list(enumerate(numbered, 1))[-last:]:
         r.line()
         show_message(r, n, m, unseen=n <= unseen)
-
-
-def _unseen(session, numbered) -> int:
-    """How many of the path's first messages the last answer's context no longer held."""
-    first = session.window_first.get(session.conv_id)
-    ids = [m.id for m in numbered]
-    return ids.index(first) if first in ids else 0
 
 
 def branches(session, arg: str) -> None:
