@@ -69,8 +69,6 @@ def main() -> None:
     cpu_env = dict(env)
     if not args.cpu_python and gpu.backend in HIDE:
         cpu_env[HIDE[gpu.backend]] = ""
-    if "llvmpipe" in gpu.description:   # its flash attention crashes under drafting (docs/gpu.md)
-        env.setdefault("CHATDB_FLASH_ATTN", "off")
     model = str(resolve_model_path(None))
     device = side(sys.executable, env, args, model)
     cpu = side(args.cpu_python or sys.executable, cpu_env, args, model)

@@ -27,6 +27,10 @@ VISIBLE_ENV = {"Vulkan": "GGML_VK_VISIBLE_DEVICES", "CUDA": "CUDA_VISIBLE_DEVICE
                "ROCm": "HIP_VISIBLE_DEVICES"}
 
 
+# Drivers that run a GPU API on the CPU, by the names they give their device.
+SOFTWARE_DEVICES = ("llvmpipe", "lavapipe", "swiftshader", "softpipe")
+
+
 @dataclass(frozen=True)
 class Device:
     name: str
@@ -35,6 +39,11 @@ class Device:
     backend: str
     memory_free: int
     memory_total: int
+
+    @property
+    def software(self) -> bool:
+        """Whether the device is a driver running on the CPU (Mesa's llvmpipe, SwiftShader)."""
+        return any(name in self.description.lower() for name in SOFTWARE_DEVICES)
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" 
     # chat took 6x longer than without it, and each decode step 2.4x longer at
     # 4,000 tokens (bench/resume.py). Without it V is stored transposed; kvlayout
     # cuts both layouts. A quantized V cache needs it, on every device.
-    flash = _flash(kv_type, layers != 0)
+    flash = _flash(kv_type, layers != 0, software=any(g.software for g in gpus or visible))
     config = ContextConfig(n_ctx=max(MIN_CTX, ctx), n_batch=512, n_threads=threads.decode,
                            n_threads_batch=threads.batch, flash_attn=flash,
                            type_k=kv_type.type_k, type_v=kv_type.type_v,
@@ -72,10 +72,11 @@ def plan_offload(report: HardwareReport, facts: ModelFacts, n_ctx: "int | None" 
     return OffloadPlan(config, _describe(layers, facts.n_layer, gpus or visible, cap))
 
 
-def _flash(kv_type: KVType, on_gpu: bool) -> bool:
-    """Flash attention as $CHATDB_FLASH_ATTN says (on, off; auto: as above). Off is for a
-    device whose driver fails at it (Mesa 22's llvmpipe crashes at a few-row batch after
-    single steps: speculative decoding's verifications)."""
+def _flash(kv_type: KVType, on_gpu: bool, software: bool = False) -> bool:
+    """Flash attention as $CHATDB_FLASH_ATTN says (on, off; auto: as above, and off on a
+    software device: Mesa 22's llvmpipe crashes at a few-row batch after single steps,
+    speculative decoding's verifications, and runs no faster with it). Off by hand is for
+    another device whose driver fails at it."""
     asked = os.environ.get(FLASH_ENV, "auto")
     if asked not in ("on", "off", "auto"):
         raise EngineError(f"{FLASH_ENV}={asked!r}: expected on, off or auto")
@@ -83,7 +84,7 @@ def _flash(kv_type: KVType, on_gpu: bool) -> bool:
         raise EngineError(f"{FLASH_ENV}=off: {kv_type.name} KV needs flash attention")
     if asked != "auto":
         return asked == "on"
-    return kv_type.flash_attn if kv_type.flash_attn is not None else on_gpu
+    return kv_type.flash_attn if kv_type.flash_attn is not None else on_gpu and not software
 
 
 def memory_cap() -> "int | None":

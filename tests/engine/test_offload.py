@@ -165,3 +165,23 @@ def test_flash_attention_follows_the_variable_where_it_is_set(monkeypatch):
     monkeypatch.setenv(FLASH_ENV, "sometimes")
     with pytest.raises(EngineError, match="on, off or auto"):
         plan_offload(report(), FACTS)
+
+
+def test_flash_attention_is_off_by_itself_on_a_software_device(monkeypatch):
+    """llvmpipe's flash attention crashes under drafting: auto leaves it off there, on a card
+    it stays on; the variable still decides, and a quantized V cache still needs it."""
+    from engine.kv.kv_type import KV_TYPES
+    from engine.machine.offload_plan import FLASH_ENV
+
+    monkeypatch.delenv(FLASH_ENV, raising=False)
+    lavapipe = Device("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "gpu", "Vulkan",
+                      8 * GiB, 9 * GiB)
+    cpu = Device("CPU", "a CPU", "cpu", "CPU", 64 * GiB, 128 * GiB)
+    software = HardwareReport(backends=["Vulkan", "CPU"], devices=[cpu, lavapipe],
+                              gpu_offload=True, physical_cores=8, logical_cores=16, system_info="")
+    plan = plan_offload(software, FACTS)
+    assert plan.config.n_gpu_layers == -1 and not plan.config.flash_attn
+    assert plan_offload(report(24 * GiB), FACTS).config.flash_attn
+    assert plan_offload(software, FACTS, kv_type=KV_TYPES["q8_0"]).config.flash_attn
+    monkeypatch.setenv(FLASH_ENV, "on")
+    assert plan_offload(software, FACTS).config.flash_attn

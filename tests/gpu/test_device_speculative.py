@@ -3,27 +3,17 @@ greedy drafted = plain, with the CPU suite's helpers and its draft-model check.
 
 Mesa 22's llvmpipe crashes (in its own worker thread) running flash attention over a
 batch of a few rows after single steps, which is what verifying guesses is: on that
-software device these run with flash attention off (CHATDB_FLASH_ATTN=off); on a card
-with it on, as chatdb plans.
+software device chatdb plans flash attention off by itself (the conftest checks each
+plan); on a card it is on.
 """
-
-import pytest
 
 from engine.decode.modes import DraftMode
 from engine.llama.sampling import SamplingSettings
-from engine.machine.offload_plan import FLASH_ENV
 
 from ..engine.test_speculative import (  # noqa: F401
     COPY_TASK, _generate, _prompt, test_draft_model_greedy_output_equals_plain_decoding)
-from .conftest import software
 
 TOKENS = 24
-
-
-@pytest.fixture(autouse=True)
-def flash_where_the_driver_runs_it(monkeypatch, device):
-    if software(device):
-        monkeypatch.setenv(FLASH_ENV, "off")
 
 
 def test_lookup_greedy_output_equals_plain_decoding_on_the_device(open_engine):
