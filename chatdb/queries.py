@@ -40,12 +40,13 @@ LISTED = """
 SELECT c.id, c.title, c.updated_at,
     coalesce(h.depth + 1 - coalesce(r.role = 'system', 0), 0) AS message_count,
     c.owner, c.pinned, c.archived,
-    (SELECT json_group_array(t.name) FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
-     WHERE ct.conversation_id = c.id) AS tags
+    (SELECT json_group_array(name) FROM (
+        SELECT t.name FROM conversation_tags ct JOIN tags t ON t.id = ct.tag_id
+        WHERE ct.conversation_id = c.id ORDER BY t.key)) AS tags
 FROM ({page}) page
 JOIN conversations c ON c.id = page.id
-LEFT JOIN messages h ON h.id = c.head_id
-LEFT JOIN messages r ON r.id = h.root_id
+LEFT JOIN messages h INDEXED BY messages_shape ON h.id = c.head_id
+LEFT JOIN messages r INDEXED BY messages_shape ON r.id = h.root_id
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC"""
 ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
 PINNED = {False: "c.pinned IN (0, 1)", True: "c.pinned = 1"}

@@ -57,5 +57,8 @@ class ConversationSummary:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "ConversationSummary":
-        return cls(**{**dict(row), "pinned": bool(row["pinned"]), "archived": bool(row["archived"]),
-                      "tags": sorted(json.loads(row["tags"]), key=str.casefold)})
+        """From a listing's row (queries.LISTED: these columns in this order, the tags a
+        JSON array in the order of their keys); by position: a listing may be 10,000 rows."""
+        conv_id, title, updated_at, count, owner, pinned, archived, tags = row
+        return cls(conv_id, title, updated_at, count, owner, bool(pinned), bool(archived),
+                   json.loads(tags))
