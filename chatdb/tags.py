@@ -84,11 +84,11 @@ above(id) AS (
     SELECT (SELECT m.parent_id FROM messages m WHERE m.id = a.id) FROM above a
     WHERE a.id IS NOT NULL)"""
 FORK_STARTS = ABOVE_FORKED + "\nSELECT id FROM above WHERE id IS NOT NULL"
-REACHED_BY_CONVERSATIONS = ABOVE_FORKED + """
-SELECT id FROM messages WHERE conversation_id IN (SELECT value FROM json_each(:convs))
-UNION
-SELECT id FROM above WHERE id IS NOT NULL
-ORDER BY id"""
+# As one JSON array: a rare tag's 10,000 ids read as rows cost 3 ms more.
+WRITTEN_BY_CONVERSATIONS = """
+SELECT json_group_array(id) FROM (
+    SELECT id FROM messages WHERE conversation_id IN (SELECT value FROM json_each(:convs))
+    ORDER BY id)"""
 # A guess at a conversation's messages: the newest ids of each, divided.
 MESSAGES_PER_CONVERSATION = """
 SELECT (SELECT coalesce(max(id), 0) FROM messages) * 1.0
@@ -186,8 +186,13 @@ class Tags:
         return self._ids(TAGGED, {"keys": json.dumps(tag_keys(names))})
 
     def reached_by(self, conv_ids: list[int]) -> list[int]:
-        """Ids of every message the conversations reach (that a search by tag looks at)."""
-        return self._ids(REACHED_BY_CONVERSATIONS, {"convs": json.dumps(conv_ids)})
+        """Ids of every message the conversations reach (that a search by tag looks at),
+        ascending: what they wrote, and their forks' starts merged in (two statements: as
+        one UNION, SQLite sorted the 10,000 ids of a rare tag once more, 3 ms)."""
+        written = json.loads(self.conn.execute(WRITTEN_BY_CONVERSATIONS,
+                                               {"convs": json.dumps(conv_ids)}).fetchone()[0])
+        starts = self.fork_starts(conv_ids)
+        return sorted(set(written).union(starts)) if starts else written
 
     def fork_starts(self, conv_ids: list[int]) -> list[int]:
         """The messages above the conversations that others wrote (their forks' starts)."""
