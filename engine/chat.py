@@ -100,12 +100,14 @@ class Engine:
         model, n = self.model, self.model.config.n_seq_max
         caches = [self.cache] + [self.cache.sibling(i) for i in range(1, n)]
         costs = lambda: self.tuning.costs().verify_cost  # noqa: E731 (read as each answer starts)
+        shared_row = self.tuning.shared.row_cost
         slots = [Slot(cache, model, Drafting(self.draft_mode, self._drafter(i), costs,
-                                             self.archive_drafts),
+                                             self.archive_drafts, shared_row),
                       self.chat_format.markers)
                  for i, cache in enumerate(caches)]
         return Scheduler(model, slots, paced=n > 1, clock=self.tuning.clock,
-                         on_resume=self._resume, on_pause=self.tuning.after_turn)
+                         on_resume=self._resume, on_pause=self.tuning.after_turn,
+                         on_shared=self.tuning.shared_pass)
 
     def _drafter(self, index: int):
         """Slot `index`'s sequence of the draft model (None: no draft model, or fewer

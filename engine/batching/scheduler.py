@@ -17,7 +17,9 @@ within a graph node (Ctrl-C: llama.cpp's abort callback asks the job).
 
 `on_resume` runs when a step follows a pause (threads re-chosen for the
 free cores now), `on_pause(timings)` when the last busy slot ends, with
-(rows, cells, ms) of each pass that held one generating slot alone.
+(rows, cells, ms) of each pass that held one generating slot alone;
+`on_shared(sequences, rows, ms)` after each pass that held several, all
+generating (what a drafted row costs beside the others is learned from them).
 """
 
 import time
@@ -33,11 +35,11 @@ ONGOING = (SlotState.GENERATING, SlotState.STORING)
 
 class Scheduler:
     def __init__(self, model, slots: list[Slot], paced: bool = False, clock=time.perf_counter,
-                 on_resume=None, on_pause=None):
+                 on_resume=None, on_pause=None, on_shared=None):
         self.model, self.slots, self.clock = model, slots, clock
         self.batch = MultiBatch(model, model.config.n_batch)
         self.pace = PrefillPace(self.batch.capacity) if paced else None
-        self.on_resume, self.on_pause = on_resume, on_pause
+        self.on_resume, self.on_pause, self.on_shared = on_resume, on_pause, on_shared
         self.timings: list = []
 
     @property
@@ -122,6 +124,7 @@ class Scheduler:
             slot.queue(self.batch)
         alone = stepped[0] if len(stepped) == 1 else None
         cells = alone.cells if alone is not None and alone.state == SlotState.GENERATING else None
+        generating = len(stepped) > 1 and all(s.state == SlotState.GENERATING for s in stepped)
         tokens, started, ticked = self.batch.queued, time.perf_counter(), self.clock()
         try:
             held = self.batch.decode(alone.abort if alone is not None else None)
@@ -137,6 +140,8 @@ class Scheduler:
             self.pace.record(tokens, time.perf_counter() - started)
         if cells is not None:
             self.timings.append((tokens, cells, ms))
+        elif generating and self.on_shared is not None:
+            self.on_shared(len(stepped), tokens, ms)
         for slot in stepped:
             try:
                 slot.decoded(held)

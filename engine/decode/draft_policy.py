@@ -14,25 +14,28 @@ In a pass shared with other sequences (chatdb serve's slots), guesses cost
 what they add to that pass: llama.cpp splits it into micro-batches of equal
 tokens per sequence, so one sequence's guesses add micro-batches of their
 own, and bench/shared_pass.py measures each drafted row beside three plain
-ones at 0.77-0.82 of a plain token. There the length is the one that pays by
-that cost, usually none (prose): drafting waits for a pass where it pays,
+ones at 0.77-0.82 of a plain token; the engine learns that cost from its own
+timed shared passes (machine/shared_costs.py). There the length is the one that
+pays by that cost, usually none (prose): drafting waits for a pass where it pays,
 without the pause, which is for guesses that do not hold.
 """
+
+from ..machine.shared_costs import PRIOR_ROW
 
 LENGTHS = (*range(1, 17), 63)
 ALPHA_GPU = 0.05   # extra cost of each verified guess on a GPU, in single decode steps
 PAUSE_MIN, PAUSE_MAX = 16, 512
 SMOOTHING = 0.25
-SHARED_ROW = 0.8   # a drafted row in a shared pass, in plain tokens of that pass
 
 
 def gpu_cost(k: int, cells: int) -> float:
     return 1 + ALPHA_GPU * k
 
 
-def shared_cost(k: int, cells: int) -> float:
-    """Verifying k guesses beside other sequences, in this sequence's plain tokens."""
-    return 1 + SHARED_ROW * k
+def shared_cost(k: int, cells: int, row: float = PRIOR_ROW) -> float:
+    """Verifying k guesses beside other sequences, in this sequence's plain tokens, each
+    drafted row costing `row` of them."""
+    return 1 + row * k
 
 
 def expected_tokens(p: float, k: int) -> float:
@@ -43,9 +46,11 @@ def expected_tokens(p: float, k: int) -> float:
 
 
 class DraftPolicy:
-    def __init__(self, cost=gpu_cost, acceptance: float = 0.6, min_gain: float = 1.0):
+    def __init__(self, cost=gpu_cost, acceptance: float = 0.6, min_gain: float = 1.0,
+                 shared_row: float = PRIOR_ROW):
         # p of the docstring: the running share of guesses the answer accepts
         self.cost, self.acceptance, self.min_gain = cost, acceptance, min_gain
+        self.shared_row = shared_row   # a drafted row of a shared pass, in its plain tokens
         self.cells = 0
         self.paused_for = 0
         self.probing = False
@@ -59,7 +64,7 @@ class DraftPolicy:
             self.paused_for -= 1
             return 0
         if shared:
-            k, gain = self.best(shared_cost)
+            k, gain = self.best(lambda k, cells: shared_cost(k, cells, self.shared_row))
             return k if gain > self.min_gain else 0
         k, gain = self.best()
         if gain > self.min_gain:

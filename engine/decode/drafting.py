@@ -24,6 +24,7 @@ identical. Sampling runs in llama.cpp.
 from dataclasses import dataclass
 
 from ..errors import EngineError
+from ..machine.shared_costs import PRIOR_ROW
 from .draft_policy import DraftPolicy, gpu_cost
 from .lookup import LookupDrafter
 from .modes import ASKED, DraftMode
@@ -60,6 +61,7 @@ class Drafting:
     draft_model: "object | None" = None
     costs: "object" = lambda: gpu_cost   # () -> the verify cost function (the tuning's, now)
     archive: "object | None" = None    # the engine's archive_drafts.ArchiveDrafts
+    shared_row: "object" = lambda: PRIOR_ROW   # () -> a drafted row's cost in a shared pass
 
     def run(self, prompt: list[int], mode: "DraftMode | None" = None, cost=None,
             answering: "tuple | None" = None) -> "DraftRun":
@@ -75,7 +77,8 @@ class Drafting:
             drafters.append(("lookup", LookupDrafter(prompt)))
         if mode.uses_model and self.draft_model is not None:
             drafters.append(("model", self.draft_model))
-        return DraftRun(mode, [(name, d, Policies(cost)) for name, d in drafters],
+        row = self.shared_row()   # as it stands when the answer begins, like `cost`
+        return DraftRun(mode, [(name, d, Policies(cost, row)) for name, d in drafters],
                         uses_model=mode.uses_model and self.draft_model is not None)
 
 
@@ -87,13 +90,14 @@ class Policies:
     archive drafter's guesses along a source the answer keeps to hold far more often than
     those of a new lookup); one for a drafter that tells none apart."""
 
-    def __init__(self, cost):
-        self.cost, self.by_kind = cost, {}
+    def __init__(self, cost, shared_row: float = PRIOR_ROW):
+        self.cost, self.shared_row, self.by_kind = cost, shared_row, {}
 
     def of(self, drafter, context) -> DraftPolicy:
         kind = drafter.kind(context) if hasattr(drafter, "kind") else ""
         if kind not in self.by_kind:
-            self.by_kind[kind] = DraftPolicy(self.cost, acceptance=PRIORS.get(kind, 0.6))
+            self.by_kind[kind] = DraftPolicy(self.cost, acceptance=PRIORS.get(kind, 0.6),
+                                             shared_row=self.shared_row)
         return self.by_kind[kind]
 
     def best(self) -> "tuple[int, float]":

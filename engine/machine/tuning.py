@@ -18,6 +18,7 @@ from . import cpu_costs
 from .calibrate import calibrate
 from .cost_model import CostModel
 from .hardware import HardwareReport
+from .shared_costs import SharedPassCosts
 from .threads import ThreadChoice, ThreadTuner
 
 
@@ -27,6 +28,7 @@ class Tuning:
         self.models: dict[int, CostModel] = {}   # decode threads -> fitted model
         self.turns: dict[int, int] = {}
         self.cost_source = "prior"
+        self.shared = SharedPassCosts()   # learned in this process, from its shared passes
 
     def attach(self, model: Model, seq: Sequence, archive: Archive, fingerprint: str,
                measure: bool) -> None:
@@ -87,12 +89,17 @@ class Tuning:
         self.turns[threads] = self.turns.get(threads, 0) + 1
         self._store(threads)
 
+    def shared_pass(self, sequences: int, rows: int, ms: float) -> None:
+        """One timed pass of several generating sequences (Scheduler's on_shared)."""
+        self.shared.add(sequences, rows, ms)
+
     def describe(self) -> dict:
         costs = self.costs()
         return {"threads": self.choice.to_dict(), "cost_model": {
             "source": self.cost_source, "machine": self.machine,
             "turns": self.turns.get(self.model.threads_decode, 0),
-            "verify_4_at_1000": round(costs.verify_cost(4, 1000), 3), **costs.describe()}}
+            "verify_4_at_1000": round(costs.verify_cost(4, 1000), 3), **costs.describe()},
+            "shared_pass": self.shared.describe()}
 
     def _load(self, threads: int) -> bool:
         if threads in self.models:

@@ -55,6 +55,8 @@ def test_doctor_reports_backends_devices_and_settings(chatdb):
     assert doc["settings"]["n_threads_batch"] == threads["batch"]
     assert "cores" in threads["reason"]
     assert doc["cost_model"]["source"] in ("measured", "archive") and doc["cost_model"]["timings"] > 0
+    # No pass shared with another sequence yet: a drafted row there costs the prior.
+    assert doc["shared_pass"] == {"row_cost": 0.8, "source": "prior", "passes": 0}
     assert 512 <= doc["settings"]["n_ctx"] <= doc["model"]["n_ctx_train"]
     assert doc["kv"]["mode"] == "rows" and doc["kv"]["bytes_per_token"] == 23040
     assert doc["kv"]["budget_source"] == "default" and doc["kv"]["budget_bytes"] <= 4 << 30
