@@ -22,7 +22,8 @@ def test_doctor_names_the_device_its_memory_and_what_is_offloaded(chatdb, device
     assert (gpu["name"], gpu["backend"]) == (device.name, device.backend)
     assert 0 < gpu["memory_free"] <= gpu["memory_total"]
     assert doc["hardware"]["cpu_fallback"] is None
-    assert settings["n_gpu_layers"] == -1 and settings["flash_attn"]
+    # Flash attention on, but off by itself on a software device (its driver fails at it).
+    assert settings["n_gpu_layers"] == -1 and settings["flash_attn"] is not device.software
     assert settings["devices"] == [f"{gpu['name']}: {gpu['description']}"]
     assert settings["offload"] == f"all {n_layer} layers on {gpu['name']} ({gpu['description']})"
     assert doc["kv"]["held_in"] == f"{gpu['name']}'s memory"
