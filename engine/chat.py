@@ -107,7 +107,7 @@ class Engine:
                  for i, cache in enumerate(caches)]
         return Scheduler(model, slots, paced=n > 1, clock=self.tuning.clock,
                          on_resume=self._resume, on_pause=self.tuning.after_turn,
-                         on_shared=self.tuning.shared_pass)
+                         on_shared=self.tuning.shared.add)
 
     def _drafter(self, index: int):
         """Slot `index`'s sequence of the draft model (None: no draft model, or fewer

@@ -24,6 +24,17 @@ OUTLIER = 3.0            # a timing is taken as at most this far from its bin's 
 PRIOR_WEIGHT = 0.05      # pull of the prior per coefficient, against a bin's weight of 1
 
 
+def timed_once_more(n: int, mean_ms: float, ms: float, max_weight: int) -> "tuple[int, float]":
+    """(count, mean) of a bin of timings after one more, `ms`: the count stops growing at
+    `max_weight`, so new timings keep moving the mean, and once the bin has a few, a
+    timing is taken as at most OUTLIER from its mean (a pass another process preempted
+    says little of what passes cost)."""
+    if n >= 3:
+        ms = min(max(ms, mean_ms / OUTLIER), mean_ms * OUTLIER)
+    n = min(max_weight, n + 1)
+    return n, mean_ms + (ms - mean_ms) / n
+
+
 @dataclass
 class CostModel:
     step_coef: tuple = (1.0, 0.0)                 # a, b
@@ -55,10 +66,8 @@ class CostModel:
         """One timed forward pass of `rows` tokens after `cells` tokens of context."""
         key = f"{rows}:{cells // CELL_BIN}"
         n, mean_cells, mean_ms = self.bins.get(key, (0, 0.0, 0.0))
-        if n >= 3:  # a pass another process preempted says little of what passes cost
-            ms = min(max(ms, mean_ms / OUTLIER), mean_ms * OUTLIER)
-        n = min(MAX_WEIGHT, n + 1)
-        self.bins[key] = [n, mean_cells + (cells - mean_cells) / n, mean_ms + (ms - mean_ms) / n]
+        n, mean_ms = timed_once_more(n, mean_ms, ms, MAX_WEIGHT)
+        self.bins[key] = [n, mean_cells + (cells - mean_cells) / n, mean_ms]
 
     def fitted(self, prior: "CostModel") -> "CostModel":
         """A model fitted to the bins, the prior scaled to their level filling in."""

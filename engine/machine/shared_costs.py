@@ -17,12 +17,13 @@ with guesses have both been timed often enough to say.
 
 from dataclasses import dataclass, field
 
+from .cost_model import timed_once_more
+
 # A drafted row beside three plain ones took 0.77-0.82 of a plain token on the 2-core
 # CPUs bench/shared_pass.py was first run on: where nothing is measured yet.
 PRIOR_ROW = 0.8
 MIN_PASSES = 4            # timings a bin needs before it says anything
 MAX_WEIGHT = 64           # a bin's count stops growing here: new timings keep moving it
-OUTLIER = 3.0             # a timing is taken as at most this far from its bin's mean
 MAX_EXTRA = 64            # drafted rows of one pass told apart (more are binned here)
 LOWEST, HIGHEST = 0.05, 2.0   # a learned cost is kept within these (a few odd passes)
 
@@ -38,10 +39,7 @@ class SharedPassCosts:
             return
         key = (sequences, min(rows - sequences, MAX_EXTRA))
         n, mean = self.bins.get(key, (0, 0.0))
-        if n >= 3:   # a pass another process preempted says little of what passes cost
-            ms = min(max(ms, mean / OUTLIER), mean * OUTLIER)
-        n = min(MAX_WEIGHT, n + 1)
-        self.bins[key] = [n, mean + (ms - mean) / n]
+        self.bins[key] = list(timed_once_more(n, mean, ms, MAX_WEIGHT))
 
     def row_cost(self) -> float:
         """A drafted row of a shared pass, in plain tokens of that pass."""
@@ -50,8 +48,9 @@ class SharedPassCosts:
 
     def describe(self) -> dict:
         learned = self._learned()
-        return {"row_cost": round(self.row_cost(), 3), "source": "prior" if learned is None
-                else "measured", "passes": sum(n for n, _ in self.bins.values())}
+        return {"row_cost": round(self.prior if learned is None else learned, 3),
+                "source": "prior" if learned is None else "measured",
+                "passes": sum(n for n, _ in self.bins.values())}
 
     def _learned(self) -> "float | None":
         """The bins' weighted mean cost (None: no bin can say yet)."""

@@ -89,10 +89,6 @@ class Tuning:
         self.turns[threads] = self.turns.get(threads, 0) + 1
         self._store(threads)
 
-    def shared_pass(self, sequences: int, rows: int, ms: float) -> None:
-        """One timed pass of several generating sequences (Scheduler's on_shared)."""
-        self.shared.add(sequences, rows, ms)
-
     def describe(self) -> dict:
         costs = self.costs()
         return {"threads": self.choice.to_dict(), "cost_model": {
