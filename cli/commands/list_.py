@@ -1,4 +1,8 @@
-"""`chatdb list`: conversations, pinned first, then the most recently updated."""
+"""`chatdb list`: conversations, pinned first, then the most recently updated.
+
+A page of them unless asked for more: a year of chats is tens of thousands, and
+the newest are what a person looks for (as `gh issue list` pages its 30).
+"""
 
 from dataclasses import asdict
 
@@ -8,6 +12,8 @@ from .. import output
 from ..options import add_command, open_archive, positive_int
 from ..tag_text import tag_list
 
+PAGE = 50
+
 
 def register(subparsers) -> None:
     parser = add_command(
@@ -16,7 +22,10 @@ def register(subparsers) -> None:
                     "Archived conversations are left out unless --archived is given.\n\n"
                     "JSON: [{id, title, updated_at, message_count, owner, pinned, archived, tags}, ...];\n"
                     "owner: the shared server's user who created it (null: the archive's own)")
-    parser.add_argument("--limit", type=positive_int, metavar="N", help="show at most N")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--limit", type=positive_int, metavar="N",
+                       help=f"show at most N (default {PAGE})")
+    shown.add_argument("--all", action="store_true", help="show every one")
     parser.add_argument("--tag", action="append", default=[], metavar="TAG",
                         help="only those with this tag (repeat it: all must match)")
     parser.add_argument("--pinned", action="store_true", help="only pinned conversations")
@@ -25,14 +34,19 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    limit = -1 if args.all else args.limit or PAGE
     with open_archive(args) as archive:
-        try:
-            rows = archive.list_conversations(limit=args.limit or -1, tags=args.tag,
+        try:   # one more than shown says whether there are more
+            rows = archive.list_conversations(limit=-1 if limit < 0 else limit + 1, tags=args.tag,
                                               pinned=args.pinned, archived=args.archived,
                                               **({"owner": args.user} if args.user else {}))
         except TagError as exc:
             output.error(str(exc))
             return 2
+    if 0 <= limit < len(rows):
+        rows = rows[:limit]
+        if args.limit is None:   # the page was not asked for: say it is one
+            output.note(f"showing the first {limit}; --limit N or --all shows more")
     if args.json:
         output.print_json([asdict(row) for row in rows])
         return 0

@@ -1,5 +1,7 @@
 """`chatdb list` and `chatdb show`, as text and as JSON."""
 
+import json
+
 
 def test_list_json_most_recent_first(chatdb, sample):
     listed = chatdb("list", "--json").json()
@@ -16,6 +18,18 @@ def test_list_json_most_recent_first(chatdb, sample):
 
 def test_list_limit(chatdb, sample):
     assert [row["id"] for row in chatdb("list", "--limit", "1", "--json").json()] == [sample.fork]
+
+
+def test_list_shows_a_page_unless_asked_for_all(chatdb, archive):
+    made = [archive.create_conversation(f"chat {i}").id for i in range(52)]
+    newest = made[::-1]
+    page = chatdb("list", "--json")
+    assert page.returncode == 0 and [row["id"] for row in json.loads(page.stdout)] == newest[:50]
+    assert page.stderr == "chatdb: showing the first 50; --limit N or --all shows more\n"
+    assert [row["id"] for row in chatdb("list", "--all", "--json").json()] == newest
+    asked = chatdb("list", "--limit", "51")   # a page asked for needs no word
+    assert len(asked.stdout.splitlines()) == 51 and asked.stderr == ""
+    assert chatdb("list", "--limit", "2", "--all").returncode == 2
 
 
 def test_list_text(chatdb, sample):
