@@ -24,6 +24,7 @@ from .kv.keeping import KVKeeping
 from .kv.store import KVStore
 from .paths import default_db_path
 from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
+from .search.index_upkeep import merge_segments
 from .search.textindex import index_text
 from .settings import Settings
 from .tags import Tags, tag_keys
@@ -311,6 +312,11 @@ class Archive:
         """(how many messages were written after `message_id`, the newest of them)."""
         count, newest = self.conn.execute(q.WRITTEN_AFTER, (message_id,)).fetchone()
         return count, newest
+
+    def merge_text_index(self, stop=lambda: False) -> int:
+        """Merge the full-text index into one segment when it is in many (after an
+        import, and now and then while chats are written): the steps taken, 0 if none."""
+        return merge_segments(self.conn, stop=stop)
 
     def integrity_check(self) -> str:
         """SQLite's integrity_check: "ok", or the first thing it finds wrong."""

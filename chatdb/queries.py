@@ -45,8 +45,8 @@ SELECT c.id, c.title, c.updated_at,
         WHERE ct.conversation_id = c.id ORDER BY t.key)) AS tags
 FROM ({page}) page
 JOIN conversations c ON c.id = page.id
-LEFT JOIN messages h INDEXED BY messages_shape ON h.id = c.head_id
-LEFT JOIN messages r INDEXED BY messages_shape ON r.id = h.root_id
+LEFT JOIN messages h INDEXED BY messages_place ON h.id = c.head_id
+LEFT JOIN messages r INDEXED BY messages_place ON r.id = h.root_id
 ORDER BY c.pinned DESC, c.updated_at DESC, c.id DESC"""
 ARCHIVED = {False: "c.archived = 0", True: "c.archived = 1", None: "c.archived IN (0, 1)"}
 PINNED = {False: "c.pinned IN (0, 1)", True: "c.pinned = 1"}

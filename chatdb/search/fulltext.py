@@ -14,8 +14,8 @@ CANDIDATES matches are ranked (ranking.py); common phrases select but are
 not scored, repeated ones are searched once, and a pasted page is refused
 (query.py); the filters become rowid ranges (filters.py); snippets come from
 a pass over each run of nearby hits (snippets.py), a long message's from a
-window around a match (snippet_window.py). Ctrl-C stops a search at once
-(chatdb.interrupt).
+window around a match (snippet_window.py); the index is kept in few
+segments (index_upkeep.py). Ctrl-C stops a search at once (chatdb.interrupt).
 """
 
 import sqlite3

@@ -24,14 +24,15 @@ MAX_TIES = 200  # most equal-scored messages ordered by created_at at the cut
 MAX_READS = 16  # most matches read per candidate still wanted, in one batch
 
 # `rowid + 0 IN (...)` is a filter on rows read in rowid order: a plain
-# `rowid IN` would make FTS5 run the whole query once per listed id.
+# `rowid IN` would make FTS5 run the whole query once per listed id. A match's
+# writer is read from an index (migration 0019), not the row with its text.
 MATCHING_IDS = """
 SELECT rowid FROM messages_fts
 WHERE messages_fts MATCH :match AND rowid BETWEEN :lo AND :hi
   AND (:reached IS NULL OR rowid + 0 IN (SELECT value FROM json_each(:reached)))
   AND (:convs IS NULL OR rowid + 0 IN (SELECT value FROM json_each(:fork_starts))
-       OR (SELECT m.conversation_id FROM messages m WHERE m.id = messages_fts.rowid)
-          IN (SELECT value FROM json_each(:convs)))
+       OR (SELECT m.conversation_id FROM messages m INDEXED BY messages_place
+           WHERE m.id = messages_fts.rowid) IN (SELECT value FROM json_each(:convs)))
 ORDER BY rowid DESC
 LIMIT :limit"""
 PASSING_IDS = """

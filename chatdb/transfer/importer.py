@@ -36,6 +36,7 @@ def import_source(archive: Archive, source: Source, limit: "int | None" = None) 
         raise
     except ImportFormatError as exc:
         raise ImportFormatError(f"{source.name}: {exc}" if source.name else str(exc)) from None
+    archive.merge_text_index()   # a large import leaves the text index in many segments
     return report
 
 

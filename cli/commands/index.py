@@ -18,8 +18,11 @@ what was indexed, and the next `chatdb index` carries on from there. Another
 embedding model (--embed-model) makes another index beside this one. A
 progress bar is drawn on a terminal only.
 
+The full-text index is merged into one segment when it is in many (a search
+then seeks fewer b-trees); new chats keep it so by themselves.
+
 JSON: {model, embedded, passages, already, seconds, messages_per_s, indexes:
-[{model, messages, passages}]}"""
+[{model, messages, passages}], text_index: {segments, merge_steps}}"""
 
 
 def register(subparsers) -> None:
@@ -51,17 +54,28 @@ def run(args) -> int:
             bar.close()
             embedder.close()
         indexes = archive_indexes(archive)
+        merged = archive.merge_text_index()
+        segments = text_segments(archive)
     if args.json:
         output.print_json({"model": report.model, "embedded": report.embedded,
                            "passages": report.chunks, "already": report.already,
                            "seconds": round(report.seconds, 3),
-                           "messages_per_s": round(report.per_second, 1), "indexes": indexes})
+                           "messages_per_s": round(report.per_second, 1), "indexes": indexes,
+                           "text_index": {"segments": segments, "merge_steps": merged}})
     else:
         output.print_text(f"embedded {report.embedded:,} messages ({report.chunks:,} passages) "
                           f"with {report.model} in {report.seconds:.1f} s"
                           + (f", {report.per_second:.1f} messages/s" if report.embedded else "")
                           + f"; {report.already:,} had vectors already")
+        if merged:
+            output.print_text(f"merged the text index into {segments} segment(s) in {merged} steps")
     return 0
+
+
+def text_segments(archive) -> int:
+    from chatdb.search.index_upkeep import segments
+
+    return segments(archive.conn)
 
 
 def archive_indexes(archive) -> list[dict]:

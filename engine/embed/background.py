@@ -6,7 +6,8 @@
 
 The thread looks for messages without vectors written after it started
 (the backlog of older ones is `chatdb index`'s), when poked and every
-`poll` seconds. It runs on one thread at a lower CPU priority (nice 5:
+`poll` seconds; after embedding them it merges the full-text index when it
+has grown into many segments (chatdb.search.index_upkeep). It runs on one thread at a lower CPU priority (nice 5:
 about a quarter of a core's time where a turn decoding meanwhile wants it,
 all of it when the cores are free, as while an answer is read; the lowest
 priority, 19, left it starved for minutes on a busy machine); the model
@@ -83,6 +84,8 @@ class BackgroundIndexer:
                         embedder = Embedder.open(archive, self.embed_path)
                     self.embedded += Indexer(archive, embedder).run(after=self._after).embedded
                     seen = written
+                    # the text index too, now and then (rarely more than a check)
+                    archive.merge_text_index(stop=lambda: self._stop)
                 if not self._wake.is_set():
                     self._idle.set()
                 if self._stop:

@@ -92,3 +92,16 @@ def test_search_by_words_until_an_index_exists_then_both(chatdb, db_path, sample
     assert both[0]["ranks"]["words"] == 1 and both[0]["ranks"]["meaning"] is not None
     off = chatdb("search", *query, "--by", "meaning", "--embed-model", "off")
     assert "off" in off.error()
+
+
+def test_index_merges_a_text_index_in_many_segments(chatdb, archive):
+    for option, value in (("automerge", 0), ("crisismerge", 64)):   # FTS5's own merging off
+        archive.conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES (?, ?)",
+                             (option, value))
+    conv = archive.create_conversation("notes")
+    for i in range(20):   # a transaction each: a segment each
+        archive.add_message(conv.id, "user", f"note {i}")
+    merged = chatdb("index", "--json").json()["text_index"]
+    assert merged["segments"] == 1 and merged["merge_steps"] >= 2
+    assert chatdb("index", "--json").json()["text_index"] == {"segments": 1, "merge_steps": 0}
+    assert len(chatdb("search", "note", "--by", "words", "--limit", "50", "--json").json()) == 20

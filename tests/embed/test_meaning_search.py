@@ -5,6 +5,7 @@ import pytest
 from chatdb.errors import SearchError
 from chatdb.search import fulltext
 from chatdb.search.hybrid import Meaning, search
+from chatdb.search.index_upkeep import MOST_SEGMENTS, segments
 from chatdb.search.vectors import VectorStore
 from engine.embed.background import BackgroundIndexer
 from engine.embed.embedder import Embedder
@@ -106,6 +107,24 @@ def test_bad_queries_as_by_words(indexed, embedder):
         search(archive.conn, "x", by="both", meaning=meaning, since="2024-02-01", until="2024-01-01")
     with pytest.raises(SearchError, match="embedding model"):
         search(archive.conn, "x", by="meaning")
+
+
+def test_the_background_indexer_merges_a_text_index_in_many_segments(archive, embedder, db_path):
+    for option, value in (("automerge", 0), ("crisismerge", 64)):   # FTS5's own merging off
+        archive.conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES (?, ?)",
+                             (option, value))
+    conv = archive.create_conversation("notes")
+    for i in range(MOST_SEGMENTS + 4):   # a transaction each: a segment each
+        archive.add_message(conv.id, "user", f"note {i} on gardening")
+    assert segments(archive.conn) > MOST_SEGMENTS
+    indexer = BackgroundIndexer(db_path, embedder.model.path, poll=60)
+    try:
+        archive.add_message(conv.id, "assistant", "Water them in the morning.")
+        assert indexer.flush(timeout=120)
+    finally:
+        indexer.close()
+    assert segments(archive.conn) == 1
+    assert len(fulltext.search(archive.conn, "gardening", limit=50)) == MOST_SEGMENTS + 4
 
 
 def test_vectors_are_written_with_messages_and_removed_with_them(archive, embedder, db_path):
