@@ -213,6 +213,7 @@ def parse(argv=None):
     parser.add_argument("--draft-tokens", type=int, default=400,
                         help="tokens per answer in section 6 (default 400: the whole edited file)")
     parser.add_argument("--only", default="123456", help="sections to run (default 123456)")
+    parser.add_argument("--model", help="the model (default: the default model)")
     for name, preset in PRESETS.items():
         parser.add_argument(f"--{name}", action="store_true", help=f"preset: {preset}")
     args = parser.parse_args(argv)
@@ -224,7 +225,7 @@ def parse(argv=None):
 
 def main(argv=None) -> None:
     args = parse(argv)
-    model = str(resolve_model_path(None))
+    model = str(resolve_model_path(args.model))
     tuner = ThreadTuner(args.threads)
     print(f"chatdb serve bench: {Path(model).name}; {_load()}")
     with tempfile.TemporaryDirectory(prefix="chatdb-bench-serve-") as tmp:
@@ -234,7 +235,7 @@ def main(argv=None) -> None:
                     "3": lambda: disk_for_shared_prefix(args, work, model, lambda: _threads(tuner)),
                     "4": lambda: ttft_under_load(args, work),
                     "5": lambda: grammar_against_plain(args, work, model),
-                    "6": lambda: drafted_against_undrafted(args, work)}
+                    "6": lambda: drafted_against_undrafted(args, work, model)}
         for key in args.only:
             sections[key]()
             print(_load())
