@@ -225,7 +225,7 @@ def parse(argv=None):
 
 def main(argv=None) -> None:
     args = parse(argv)
-    model = str(resolve_model_path(args.model))
+    model = str(Path(resolve_model_path(args.model)).resolve())   # the servers run elsewhere
     tuner = ThreadTuner(args.threads)
     print(f"chatdb serve bench: {Path(model).name}; {_load()}")
     with tempfile.TemporaryDirectory(prefix="chatdb-bench-serve-") as tmp:
