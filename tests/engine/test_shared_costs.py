@@ -47,29 +47,55 @@ def test_bins_of_several_sizes_are_weighed_and_odd_passes_bounded():
 def test_a_cheaper_measured_row_lets_common_guesses_draft_beside_the_others():
     prior = DraftPolicy(cpu_costs.verify_cost)
     cheap = DraftPolicy(cpu_costs.verify_cost, shared_row=0.3)
-    assert prior.length(cells=100, shared=3) == 0      # at 0.8 a row, 0.6 acceptance does not pay
-    k = cheap.length(cells=100, shared=3)
+    assert prior.length(cells=100, shared=3) == 1      # a probe...
+    prior.verified(1, 0)
+    assert prior.length(cells=100, shared=3) == 0      # ...then none: at 0.8 a row, 0.6 does not pay
+    cheap.length(cells=100, shared=3)
+    k = cheap.length(cells=100, shared=3)              # at 0.3 a row it does, every time
     assert k > 0 and shared_cost(k, 100, 0.3) < shared_cost(k, 100)
+
+
+def side_by_side(model_path, db, draft: str, prompts: list[str], max_tokens: int):
+    """The results of answering `prompts` at once on one context of two sequences, and the
+    engine's tuning after them (its timed shared passes)."""
+    loop = RequestLoop(lambda: Engine.open(Archive.open(db), model_path, n_ctx=1024, draft=draft,
+                                           n_seq=2), capacity=2)
+    loop.start()
+    waiters = [Waiter(prompt) for prompt in prompts]
+    for w in waiters:
+        w.turn.sampling = GREEDY.with_(max_tokens=max_tokens)
+    try:
+        assert all(loop.submit(w.turn) for w in waiters)
+        for w in waiters:
+            assert w.done.wait(300) and w.error is None, w.error
+        return [w.outcome.result for w in waiters], loop.engine.tuning
+    finally:
+        loop.close()
 
 
 def test_the_engine_times_its_own_shared_passes(model_path, tmp_path):
     """Two answers at once on one context: the passes they share are timed, as two
     sequences of plain rows (drafting is off), and the engine reports what it learned."""
-    loop = RequestLoop(lambda: Engine.open(Archive.open(tmp_path / "shared.db"), model_path,
-                                           n_ctx=1024, draft="off", n_seq=2), capacity=2)
-    loop.start()
     # Answers long enough to be generated side by side once both prompts are read.
-    waiters = [Waiter("Write a long story about a lighthouse keeper."),
-               Waiter("Write a long story about a baker in Kyoto.")]
-    for w in waiters:
-        w.turn.sampling = GREEDY.with_(max_tokens=24)
-    try:
-        assert all(loop.submit(w.turn) for w in waiters)
-        for w in waiters:
-            assert w.done.wait(300) and w.error is None, w.error
-            assert w.outcome.result.completion_tokens == 24
-        shared = loop.engine.tuning.shared
-        assert shared.bins.get((2, 0), [0])[0] > 0 and all(s == 2 for s, _ in shared.bins)
-        assert loop.engine.tuning.describe()["shared_pass"]["passes"] > 0
-    finally:
-        loop.close()
+    results, tuning = side_by_side(model_path, tmp_path / "shared.db", "off",
+                                   ["Write a long story about a lighthouse keeper.",
+                                    "Write a long story about a baker in Kyoto."], 24)
+    assert [r.completion_tokens for r in results] == [24, 24]
+    assert tuning.shared.bins.get((2, 0), [0])[0] > 0 and all(s == 2 for s, _ in tuning.shared.bins)
+    assert tuning.describe()["shared_pass"]["passes"] > 0
+
+
+def test_probes_time_drafted_shared_passes_for_the_cost_to_be_learned(model_path, tmp_path):
+    """Two answers at once that repeat their prompts, drafting by lookup: no guess pays
+    beside the other at the prior, but the probes' guesses are verified in shared passes,
+    and those passes are timed with their drafted rows. Greedy: the same answers as
+    undrafted ones."""
+    words = "red green blue yellow purple orange black white"
+    prompts = [f"Repeat these words five times: {words}",
+               f"Write these words again and again: {words}"]
+    drafted, tuning = side_by_side(model_path, tmp_path / "lookup.db", "lookup", prompts, 96)
+    bins = tuning.shared.bins
+    assert any(extra > 0 and n > 0 for (_, extra), (n, _) in bins.items()), bins
+    assert sum(r.speculative["drafted"] for r in drafted) > 0
+    plain, _ = side_by_side(model_path, tmp_path / "off.db", "off", prompts, 96)
+    assert [r.text for r in plain] == [r.text for r in drafted]
