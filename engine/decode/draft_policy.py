@@ -17,12 +17,7 @@ own, and bench/shared_pass.py measures each drafted row beside three plain
 ones at 0.77-0.82 of a plain token; the engine learns that cost from its own
 timed shared passes (machine/shared_costs.py). There the length is the one that
 pays by that cost, usually none (prose): drafting waits for a pass where it pays,
-without the pause, which is for guesses that do not hold. Meanwhile it guesses one
-token now and then (the drafter's next guess after 32 shared steps, then 64, ... up
-to 512; after 16 while they hold): without such probes neither what the answer accepts nor what a
-drafted row costs there would ever be measured, and both would stay at their
-priors, which on a GPU (where a drafted row costs far less) would forgo drafting
-that pays.
+without the pause, which is for guesses that do not hold.
 """
 
 from ..machine.shared_costs import PRIOR_ROW
@@ -60,8 +55,6 @@ class DraftPolicy:
         self.paused_for = 0
         self.probing = False
         self.backoff = PAUSE_MIN
-        self.shared_wait, self.shared_backoff = 0, PAUSE_MIN   # shared steps to the next probe
-        self.shared_probe = False   # a probe asked for, until a guess of it is verified
 
     def length(self, cells: int = 0, shared: int = 0) -> int:
         """Draft length to try now, with `cells` tokens of context and `shared` other
@@ -71,8 +64,8 @@ class DraftPolicy:
             self.paused_for -= 1
             return 0
         if shared:
-            return self._beside_others()
-        self.shared_probe = False
+            k, gain = self.best(lambda k, cells: shared_cost(k, cells, self.shared_row))
+            return k if gain > self.min_gain else 0
         k, gain = self.best()
         if gain > self.min_gain:
             return k
@@ -82,18 +75,6 @@ class DraftPolicy:
         self.paused_for, self.probing = self.backoff, True
         self.backoff = min(PAUSE_MAX, self.backoff * 2)
         return 0
-
-    def _beside_others(self) -> int:
-        """A length that pays beside the others at a drafted row's cost there; else one
-        guess now and then, to learn by (the docstring's probes), and otherwise none."""
-        k, gain = self.best(lambda k, cells: shared_cost(k, cells, self.shared_row))
-        if gain > self.min_gain:
-            return k
-        if self.shared_wait > 0:
-            self.shared_wait -= 1
-            return 0
-        self.shared_probe = True   # until the drafter has a guess to verify
-        return 1
 
     def best(self, cost=None) -> "tuple[int, float]":
         cost = cost or self.cost
@@ -108,11 +89,6 @@ class DraftPolicy:
             self.acceptance = min(0.999, _mix(self.acceptance, accepted / trials))
         if accepted == drafted:
             self.backoff = PAUSE_MIN
-        if self.shared_probe:   # the next probe sooner if it held, later if not
-            self.shared_probe = False
-            self.shared_backoff = (PAUSE_MIN if accepted == drafted
-                                   else min(PAUSE_MAX, self.shared_backoff * 2))
-            self.shared_wait = self.shared_backoff
 
 
 def _mix(old: float, new: float) -> float:
