@@ -1,5 +1,7 @@
 """`chatdb index`: embed the messages that have no vectors yet, for search by meaning."""
 
+from chatdb.search.index_upkeep import segments as text_segments
+
 from .. import output
 from ..interrupt import quit_on_signals
 from ..meaning import add_embed_option
@@ -19,7 +21,8 @@ embedding model (--embed-model) makes another index beside this one. A
 progress bar is drawn on a terminal only.
 
 The full-text index is merged into one segment when it is in many (a search
-then seeks fewer b-trees); new chats keep it so by themselves.
+then seeks fewer b-trees); the console and the server keep it so as chats are
+written, on the thread that embeds them.
 
 JSON: {model, embedded, passages, already, seconds, messages_per_s, indexes:
 [{model, messages, passages}], text_index: {segments, merge_steps}}"""
@@ -55,7 +58,7 @@ def run(args) -> int:
             embedder.close()
         indexes = archive_indexes(archive)
         merged = archive.merge_text_index()
-        segments = text_segments(archive)
+        segments = text_segments(archive.conn)
     if args.json:
         output.print_json({"model": report.model, "embedded": report.embedded,
                            "passages": report.chunks, "already": report.already,
@@ -70,12 +73,6 @@ def run(args) -> int:
         if merged:
             output.print_text(f"merged the text index into {segments} segment(s) in {merged} steps")
     return 0
-
-
-def text_segments(archive) -> int:
-    from chatdb.search.index_upkeep import segments
-
-    return segments(archive.conn)
 
 
 def archive_indexes(archive) -> list[dict]:

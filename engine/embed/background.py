@@ -4,15 +4,16 @@
     indexer.poke()                                      # something was written: look now
     indexer.close()                                     # embed what is left, then stop
 
-The thread looks for messages without vectors written after it started
-(the backlog of older ones is `chatdb index`'s), when poked and every
-`poll` seconds; after embedding them it merges the full-text index when it
-has grown into many segments (chatdb.search.index_upkeep). It runs on one thread at a lower CPU priority (nice 5:
-about a quarter of a core's time where a turn decoding meanwhile wants it,
-all of it when the cores are free, as while an answer is read; the lowest
-priority, 19, left it starved for minutes on a busy machine); the model
-loads when there is a first message to embed. Whatever fails (a read-only archive, a broken model) is reported
-once and stops only the indexing.
+The thread looks for messages without vectors written after it started (the
+backlog of older ones is `chatdb index`'s), when poked and every `poll`
+seconds; after embedding them it merges the full-text index when it has grown
+into many segments (chatdb.search.index_upkeep). It runs on one thread at a
+lower CPU priority (nice 5: about a quarter of a core's time where a turn
+decoding meanwhile wants it, all of it when the cores are free, as while an
+answer is read; the lowest priority, 19, left it starved for minutes on a busy
+machine); the model loads when there is a first message to embed. Whatever
+fails (a read-only archive, a broken model) is reported once and stops only
+the indexing.
 """
 
 import os

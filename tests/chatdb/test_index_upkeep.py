@@ -9,17 +9,13 @@ from chatdb.search.index_upkeep import MOST_SEGMENTS, merge_segments, segments
 from chatdb.transfer.export_json import export_document
 from chatdb.transfer.importer import import_bytes
 
+from ..fts_segments import written_apart
+
 WORDS = ["lifetime", "borrow", "kyoto", "garden", "monad", "trains"]
 
 
-def written_apart(archive, n: int) -> None:
-    """n messages, each its own transaction, FTS5's own merging off: n segments or so."""
-    for option, value in (("automerge", 0), ("crisismerge", 64)):
-        archive.conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES (?, ?)",
-                             (option, value))
-    conv = archive.create_conversation("notes")
-    for i in range(n):
-        archive.add_message(conv.id, "user", f"{WORDS[i % len(WORDS)]} note {i}")
+def notes(archive, n: int) -> None:
+    written_apart(archive, [f"{WORDS[i % len(WORDS)]} note {i}" for i in range(n)])
 
 
 def hits(archive, query):
@@ -28,7 +24,7 @@ def hits(archive, query):
 
 def test_many_segments_become_one_and_searches_find_the_same(tmp_path):
     with Archive.open(tmp_path / "a.db") as archive:
-        written_apart(archive, MOST_SEGMENTS + 8)
+        notes(archive, MOST_SEGMENTS + 8)
         many = segments(archive.conn)
         assert many > MOST_SEGMENTS
         before = {q: hits(archive, q) for q in [*WORDS, "note", "borrow OR kyoto", "note 1*"]}
@@ -42,7 +38,7 @@ def test_many_segments_become_one_and_searches_find_the_same(tmp_path):
 
 def test_few_segments_are_left_alone(tmp_path):
     with Archive.open(tmp_path / "a.db") as archive:
-        written_apart(archive, 4)
+        notes(archive, 4)
         count = segments(archive.conn)
         assert 1 < count <= MOST_SEGMENTS
         changes = archive.conn.total_changes
@@ -52,7 +48,7 @@ def test_few_segments_are_left_alone(tmp_path):
 
 def test_a_stopped_merge_keeps_the_index_whole_and_carries_on(tmp_path):
     with Archive.open(tmp_path / "a.db") as archive:
-        written_apart(archive, MOST_SEGMENTS + 8)
+        notes(archive, MOST_SEGMENTS + 8)
         before = hits(archive, "note")
         assert merge_segments(archive.conn, stop=lambda: True) == 0   # asked before the first
         steps = []
@@ -69,7 +65,7 @@ def test_an_import_into_a_many_segment_index_leaves_one(tmp_path):
             source.add_message(conv.id, "user", f"tell me about {word}")
         document = export_document(source)
     with Archive.open(tmp_path / "a.db") as archive:
-        written_apart(archive, MOST_SEGMENTS + 8)
+        notes(archive, MOST_SEGMENTS + 8)
         import_bytes(archive, json.dumps(document).encode(), "export.json")
         assert segments(archive.conn) == 1
         assert len(hits(archive, "tell")) == len(WORDS)

@@ -8,6 +8,7 @@ import pytest
 from chatdb.archive import Archive
 from engine.embed.indexer import BATCH
 
+from ..fts_segments import written_apart
 from ..polling import wait_until
 
 TOPICS = ["the write-ahead log of a database", "baking sourdough bread at home",
@@ -95,12 +96,7 @@ def test_search_by_words_until_an_index_exists_then_both(chatdb, db_path, sample
 
 
 def test_index_merges_a_text_index_in_many_segments(chatdb, archive):
-    for option, value in (("automerge", 0), ("crisismerge", 64)):   # FTS5's own merging off
-        archive.conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES (?, ?)",
-                             (option, value))
-    conv = archive.create_conversation("notes")
-    for i in range(20):   # a transaction each: a segment each
-        archive.add_message(conv.id, "user", f"note {i}")
+    written_apart(archive, [f"note {i}" for i in range(20)])
     merged = chatdb("index", "--json").json()["text_index"]
     assert merged["segments"] == 1 and merged["merge_steps"] >= 2
     assert chatdb("index", "--json").json()["text_index"] == {"segments": 1, "merge_steps": 0}

@@ -11,6 +11,8 @@ from engine.embed.background import BackgroundIndexer
 from engine.embed.embedder import Embedder
 from engine.embed.indexer import Indexer
 
+from ..fts_segments import written_apart
+
 CHATS = {
     "uploads": [("user", "My uploads to S3 keep dying halfway on the train wifi."),
                 ("assistant", "Retry each multipart PUT on timeout with exponential backoff, "
@@ -110,16 +112,11 @@ def test_bad_queries_as_by_words(indexed, embedder):
 
 
 def test_the_background_indexer_merges_a_text_index_in_many_segments(archive, embedder, db_path):
-    for option, value in (("automerge", 0), ("crisismerge", 64)):   # FTS5's own merging off
-        archive.conn.execute("INSERT INTO messages_fts(messages_fts, rank) VALUES (?, ?)",
-                             (option, value))
-    conv = archive.create_conversation("notes")
-    for i in range(MOST_SEGMENTS + 4):   # a transaction each: a segment each
-        archive.add_message(conv.id, "user", f"note {i} on gardening")
+    conv_id = written_apart(archive, [f"note {i} on gardening" for i in range(MOST_SEGMENTS + 4)])
     assert segments(archive.conn) > MOST_SEGMENTS
     indexer = BackgroundIndexer(db_path, embedder.model.path, poll=60)
     try:
-        archive.add_message(conv.id, "assistant", "Water them in the morning.")
+        archive.add_message(conv_id, "assistant", "Water them in the morning.")
         assert indexer.flush(timeout=120)
     finally:
         indexer.close()
