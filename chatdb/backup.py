@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import dbapi, whole_files
 from .connection import write_failure
-from .unlocking import blank_like
+from .encryption.unlocking import blank_like
 from .errors import BadInput, ChatdbError
 
 PARTIAL = ".partial"

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from . import cipher, content_hash, dbapi, private_files, replication
+from . import content_hash, dbapi, private_files, replication
 from .errors import ChatdbError, SchemaError
-from .unlocking import EncryptedConnection, HeldFile, KeyNeeded, key_for, unlock
+from .encryption import cipher
+from .encryption.unlocking import EncryptedConnection, HeldFile, KeyNeeded, key_for, unlock
 from .migrate import Migration, apply, available, pending
 
 BUSY_TIMEOUT_MS = 30_000

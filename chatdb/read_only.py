@@ -15,7 +15,7 @@ from sqlcipher3 import dbapi2 as sqlcipher
 
 from . import dbapi
 from .errors import ChatdbError
-from .unlocking import key_for, unlock
+from .encryption.unlocking import key_for, unlock
 
 BUSY_TIMEOUT_MS = 30_000
 

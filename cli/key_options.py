@@ -1,6 +1,6 @@
 """Where the CLI gets an encrypted archive's key: --key-file, $CHATDB_KEY, or a prompt.
 
---key-file is read once, before any command runs, and handed to chatdb.cipher,
+--key-file is read once, before any command runs, and handed to chatdb.encryption.cipher,
 which every connection of the process (the console's, the KV writer's, the
 server's) then opens an encrypted archive with; $CHATDB_KEY is chatdb's own
 default. The prompt is only for a person at a terminal (stdin and stderr both
@@ -11,7 +11,7 @@ import getpass
 import os
 import sys
 
-from chatdb import cipher
+from chatdb.encryption import cipher
 from chatdb.errors import BadInput
 
 KEY_FILE_HELP = ("a file holding the key of an encrypted archive (default: $CHATDB_KEY, "

@@ -9,9 +9,10 @@ instead of overwriting it with a default.
 import argparse
 from pathlib import Path
 
-from chatdb import cipher, dbapi
+from chatdb import dbapi
 from chatdb.archive import Archive
-from chatdb.unlocking import KeyNeeded
+from chatdb.encryption import cipher
+from chatdb.encryption.unlocking import KeyNeeded
 from chatdb.errors import ChatdbError
 from chatdb.paths import default_db_path
 

@@ -2,8 +2,8 @@
 
 import os
 
-from chatdb import cipher
-from chatdb.encryption import NOT_ENCRYPTED, convert
+from chatdb.encryption import cipher
+from chatdb.encryption.convert import NOT_ENCRYPTED, convert
 from chatdb.errors import BadInput
 from chatdb.kv.budget import format_size
 

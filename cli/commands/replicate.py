@@ -3,7 +3,8 @@
 import tempfile
 from pathlib import Path
 
-from chatdb import cipher, replication, whole_files
+from chatdb import replication, whole_files
+from chatdb.encryption import cipher
 from chatdb.archive import Archive
 from chatdb.errors import BadInput, ChatdbError
 

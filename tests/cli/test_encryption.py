@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from chatdb.archive import Archive
-from chatdb.cipher import PLAIN_MAGIC
+from chatdb.encryption.cipher import PLAIN_MAGIC
 
 from .conftest import PROCESS_TIMEOUT, REPO
 from .test_console_pty import Terminal

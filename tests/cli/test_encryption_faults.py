@@ -6,7 +6,7 @@ import resource
 import shutil
 import subprocess
 
-from chatdb.cipher import PLAIN_MAGIC
+from chatdb.encryption.cipher import PLAIN_MAGIC
 
 from ..chatdb_command import chatdb_argv
 from ..killing import kill_9_while_it_writes

@@ -4,7 +4,7 @@ import os
 import subprocess
 
 from chatdb.archive import Archive
-from chatdb.cipher import PLAIN_MAGIC
+from chatdb.encryption.cipher import PLAIN_MAGIC
 
 from ..chatdb_command import chatdb_argv, python_path
 from .conftest import ROOT, chatdb_json

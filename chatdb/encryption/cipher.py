@@ -26,7 +26,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from .errors import BadInput
+from ..errors import BadInput
 
 PLAIN_MAGIC = b"SQLite format 3\x00"
 SALT_BYTES = 16

@@ -1,7 +1,7 @@
 """Opening an encrypted archive: SQLCipher's connection class, the key, a wrong or missing key.
 
 chatdb/connection.py opens every archive; what it does differently for an encrypted
-one (see chatdb/cipher.py) is here.
+one (see chatdb/encryption/cipher.py) is here.
 """
 
 import sqlite3
@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlcipher3 import dbapi2 as sqlcipher
 
 from . import cipher
-from .errors import BadInput, SchemaError
+from ..errors import BadInput, SchemaError
 
 SQLITE_NOTADB = 26
 

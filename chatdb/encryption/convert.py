@@ -19,10 +19,11 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from . import cipher, content_hash, whole_files
-from .connection import INCREMENTAL, PAGE_SIZE, write_failure
+from .. import content_hash, whole_files
+from ..connection import INCREMENTAL, PAGE_SIZE, write_failure
+from ..errors import BadInput, ChatdbError
+from . import cipher
 from .unlocking import unlock
-from .errors import BadInput, ChatdbError
 
 SUFFIX = ".converting"
 LOCK_TIMEOUT_S = 2.0
