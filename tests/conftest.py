@@ -88,6 +88,16 @@ def archive(db_path):
         yield archive
 
 
+@pytest.fixture
+def pinned_draft_costs(monkeypatch):
+    """The draft policy on the built-in cost prior, in this process and those it starts (before
+    cli_env or a server copies the environment): a test that asserts how much was drafted
+    then says what the drafter and policy do, not what a crowded machine timed (the
+    suite's two workers share two cores). Measuring and learning costs have tests of their own."""
+    from engine.machine.tuning import ENV
+    monkeypatch.setenv(ENV, "prior")
+
+
 @pytest.fixture(scope="session")
 def smollm2_vocab():
     """The default model loaded once per worker with a small context, for the tests that need

@@ -32,10 +32,11 @@ LOWEST, HIGHEST = 0.05, 2.0   # a learned cost is kept within these (a few odd p
 class SharedPassCosts:
     prior: float = PRIOR_ROW
     bins: dict = field(default_factory=dict)   # (sequences, extra rows) -> [count, mean ms]
+    learns: bool = True   # False: the prior stands (CHATDB_DRAFT_COSTS=prior)
 
     def add(self, sequences: int, rows: int, ms: float) -> None:
         """One timed pass of `sequences` generating sequences computing `rows` rows."""
-        if sequences < 2 or rows < sequences or ms <= 0:
+        if not self.learns or sequences < 2 or rows < sequences or ms <= 0:
             return
         key = (sequences, min(rows - sequences, MAX_EXTRA))
         n, mean = self.bins.get(key, (0, 0.0))

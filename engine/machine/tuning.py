@@ -6,8 +6,15 @@ stored in the archive under the engine configuration, the machine and the
 decode thread count, and refined after every turn from the timings of that
 turn's own forward passes. Each answer uses the model as it stood when the
 answer began, so the same prompt and seed give the same batches within it.
+
+CHATDB_DRAFT_COSTS=prior pins the policy to the built-in prior for the backend
+(cpu_costs.py) and to the shared-pass prior: nothing is measured, learned or
+stored, so how much is drafted no longer follows the machine's load and the
+same prompt and seed give the same batches in every run (on a model whose
+kernels are not batch-invariant, the same tokens too).
 """
 
+import os
 import time
 
 from chatdb.archive import Archive
@@ -21,14 +28,27 @@ from .hardware import HardwareReport
 from .shared_costs import SharedPassCosts
 from .threads import ThreadChoice, ThreadTuner
 
+ENV = "CHATDB_DRAFT_COSTS"
+
+
+def pinned_to_prior() -> bool:
+    """Whether $CHATDB_DRAFT_COSTS pins the costs to the prior (`learn`, the default, or `prior`)."""
+    asked = os.environ.get(ENV, "").strip() or "learn"
+    if asked not in ("learn", "prior"):
+        from ..errors import EngineError
+        raise EngineError(f"{ENV}={asked!r}: expected learn or prior")
+    return asked == "prior"
+
 
 class Tuning:
     def __init__(self, threads: ThreadTuner, report: HardwareReport):
         self.threads, self.machine = threads, report.machine_id()
         self.models: dict[int, CostModel] = {}   # decode threads -> fitted model
         self.turns: dict[int, int] = {}
-        self.cost_source = "prior"
-        self.shared = SharedPassCosts()   # learned in this process, from its shared passes
+        self.pinned = pinned_to_prior()
+        self.cost_source = f"prior, pinned by {ENV}" if self.pinned else "prior"
+        # learned in this process, from its shared passes (unless pinned)
+        self.shared = SharedPassCosts(learns=not self.pinned)
 
     def attach(self, model: Model, seq: Sequence, archive: Archive, fingerprint: str,
                measure: bool) -> None:
@@ -43,6 +63,8 @@ class Tuning:
         # what passes cost. A GPU computes while that thread waits: wall time there.
         self.clock = time.thread_time if model.on_cpu else time.perf_counter
         self.before_turn()  # the others were measured while the model loaded
+        if self.pinned:
+            return
         if self._load(model.threads_decode):
             self.cost_source = "archive"
         elif measure:
@@ -77,7 +99,7 @@ class Tuning:
     def after_turn(self, timings: "list[tuple[int, int, float]]") -> None:
         """Refine the model from one turn's forward passes: (rows, cells, ms) each."""
         self.threads.turn_ended()
-        if not timings:
+        if not timings or self.pinned:
             return
         threads = self.model.threads_decode
         self._load(threads)  # another engine on this archive may have measured it since
@@ -100,6 +122,8 @@ class Tuning:
     def _load(self, threads: int) -> bool:
         if threads in self.models:
             return True
+        if self.pinned:
+            return False
         stored = self.archive.costs.get(self.key, self.machine, threads)
         if stored is None:
             return False

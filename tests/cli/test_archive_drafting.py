@@ -3,7 +3,11 @@
 
 import re
 
+import pytest
+
 from chatdb.archive import Archive
+
+pytestmark = pytest.mark.usefixtures("pinned_draft_costs")   # how much is drafted, not the load
 
 QUESTION = "List ten fruits, one per line, each with its colour."
 PASSAGE = ("the old lighthouse keeper climbed one hundred and twelve steps every evening, "

@@ -2,7 +2,11 @@
 from another conversation, exact greedy and seeded output, nothing drafted where nothing
 matches, and a deleted conversation's answers gone from the guesses."""
 
+import pytest
+
 from engine.llama.sampling import SamplingSettings
+
+pytestmark = pytest.mark.usefixtures("pinned_draft_costs")   # how much is drafted, not the load
 
 QUESTION = "List ten fruits, one per line, each with its colour."
 GREEDY = SamplingSettings(temperature=0, max_tokens=120, seed=1)

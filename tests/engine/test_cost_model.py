@@ -2,8 +2,11 @@
 
 import random
 
+import pytest
+
 from engine.machine import cpu_costs, tuning
 from engine.machine.cost_model import MAX_WEIGHT, CostModel
+from engine.errors import EngineError
 from engine.llama.sampling import SamplingSettings
 
 TRUE = CostModel((8.0, 0.004), (5.0, 0.003, 2.5, 0.0012))   # a machine unlike the prior
@@ -99,3 +102,24 @@ def test_refined_from_real_turns(open_engine):
     assert result.speculative["target_forwards"] >= 1
     json_text, turns = archive.costs.get(engine.tuning.key, engine.tuning.machine, threads)
     assert turns == 1 and json_text == model.to_json()
+
+
+def test_pinned_to_the_prior_nothing_is_measured_learned_or_stored(open_engine, monkeypatch):
+    monkeypatch.setenv(tuning.ENV, "prior")
+    calls = counting_calibrations(monkeypatch)
+    archive, engine = open_engine(draft="auto")
+    conv = archive.create_conversation("t")
+    engine.reply(conv.id, "Count from one to twenty.",
+                 sampling=SamplingSettings(temperature=0, max_tokens=32, seed=1))
+    assert calls == [] and engine.tuning.cost_source == f"prior, pinned by {tuning.ENV}"
+    assert engine.tuning.costs() is cpu_costs.PRIOR
+    threads = engine.model.threads_decode
+    assert archive.costs.get(engine.tuning.key, engine.tuning.machine, threads) is None
+    engine.tuning.shared.add(2, 2, 10.0)   # a shared pass timed: the prior stands
+    assert engine.tuning.shared.bins == {}
+
+
+def test_an_unknown_pin_is_one_clear_error(open_engine, monkeypatch):
+    monkeypatch.setenv(tuning.ENV, "fast")
+    with pytest.raises(EngineError, match=r"CHATDB_DRAFT_COSTS='fast': expected learn or prior"):
+        open_engine(draft="auto")

@@ -2,7 +2,11 @@
 is guessed from the answer to the earlier version, a request sent again from the answers
 before it, and n > 1 answers draft beside each other."""
 
+import pytest
+
 from .conftest import Server
+
+pytestmark = pytest.mark.usefixtures("pinned_draft_costs")   # how much is drafted, not the load
 
 PASSAGE = ("the old lighthouse keeper climbed one hundred and twelve steps every evening, "
            "trimmed the wick, wound the clockwork and wrote the weather in a green book.")

@@ -8,14 +8,18 @@ answers must be equal token for token; the figures each reply carries say drafti
 
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from engine.decode.draft_policy import PAUSE_MIN
 
 from .conftest import Server
 
+pytestmark = pytest.mark.usefixtures("pinned_draft_costs")   # how much is drafted, not the load
+
 CODE = "\n".join(f"def area_{i}(width, height):\n    return width * height + {i}" for i in range(6))
 EDIT = f"Rename width to w in this code and show all of it:\n```python\n{CODE}\n```"
 PROMPTS = [EDIT, "Name a colour.", "What is tea?", "Say hello in French."]
-TOKENS = 64   # well past the draft policy's first probe (PAUSE_MIN tokens), however costs stand
+TOKENS = 96   # into the code the edit repeats, well past the policy's first pause (PAUSE_MIN tokens)
 
 
 def ask(server: Server, prompt: str) -> dict:
