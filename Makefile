@@ -42,6 +42,8 @@ endif
 # than a single token, so speculative decoding (which verifies guesses in a
 # batch) could part from plain decoding at a near-tie. Without them the two
 # are bit for bit the same; decoding is as fast, long prefills ~25% slower.
+# (The engine turns off the CPU backend's two other such kernels when it loads
+# a model: engine/llama/exact_kernels.py.)
 EXACT := -DGGML_LLAMAFILE=OFF
 LLAMA_FLAGS = $(strip $(EXACT) $(GPU_FLAGS) $(LLAMA_CMAKE_ARGS) $(CMAKE_ARGS))
 # What is built: the registry's sdist, or for Vulkan that sdist mended (vulkan-source).

@@ -175,14 +175,16 @@ def report(rows: dict, temperature: float) -> None:
     for name, runs in rows.items():
         if not runs:
             continue
-        ratio = statistics.median(r["auto"] / r["plain"] for r in runs if r["plain"])
+        # An answer of one token has no decode rate: its run has no speedup to give.
+        ratios = [r["auto"] / r["plain"] for r in runs if r["plain"] and r["auto"]]
+        speedup = f"{statistics.median(ratios):>7.2f}x" if ratios else f"{'-':>8}"
         by = [r["spec"]["by_drafter"] for r in runs]
         share = {d: statistics.median(b.get(d, {}).get("accepted", 0) / max(1, r["tokens"])
                                       for b, r in zip(by, runs)) for d in ("archive", "lookup")}
         per_pass = statistics.median(r["tokens"] / max(1, r["spec"]["target_forwards"]) for r in runs)
         print(f"{name:<10} {len(runs):>4} {statistics.median(r['tokens'] for r in runs):>6.0f} "
               f"{statistics.median(r['plain'] for r in runs):>7.1f} "
-              f"{statistics.median(r['auto'] for r in runs):>7.1f} {ratio:>7.2f}x "
+              f"{statistics.median(r['auto'] for r in runs):>7.1f} {speedup} "
               f"{statistics.median(r['ceiling'] for r in runs):>7.2f}x "
               f"{share['archive']:>8.2f} {share['lookup']:>7.2f} {per_pass:>8.2f} "
               f"{sum(r['same'] for r in runs):>2}/{len(runs)}")

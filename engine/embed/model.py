@@ -22,6 +22,7 @@ import llama_cpp
 import numpy as np
 
 from ..errors import EngineError
+from ..llama import exact_kernels
 from ..llama.model import _quiet_log, tokens_of
 
 # Tokens per forward pass (and the context: an encoder keeps no KV). A
@@ -46,6 +47,7 @@ class EmbeddingModel:
         llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = -1 if gpu else 0
+        exact_kernels.apply(mparams)   # a text embeds the same alone as in a batch of others
         self.model = llama_cpp.llama_model_load_from_file(self.path.encode(), mparams)
         if not self.model:
             raise EngineError(f"could not load embedding model {self.path}")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from chatdb.fingerprints import FingerprintCache
 
+from ..llama import exact_kernels
 from ..state import kvlayout
 
 SAMPLE = 8 << 20  # bytes hashed at the start, middle and end of large files
@@ -62,7 +63,8 @@ def kv_config_fingerprint(model_fp: str, config, mode: str, role: str = "target"
     as the model answering (target) or drafting for it (draft)."""
     return kv_fingerprint(model_fp, type_k=config.type_k, type_v=config.type_v,
                           flash_attn=config.flash_attn, mode=mode, layout=kvlayout.VERSION,
-                          **ROLE_FIELDS[role], **placement_fields(config))
+                          **ROLE_FIELDS[role], **placement_fields(config),
+                          **exact_kernels.fingerprint_fields())
 
 
 def placement_fields(config) -> dict:

@@ -17,7 +17,7 @@ import llama_cpp
 import numpy as np
 
 from ..errors import EngineError
-from . import state_streams
+from . import exact_kernels, state_streams
 
 
 class MemoryKind(StrEnum):
@@ -58,6 +58,7 @@ class Model:
         llama_cpp.llama_log_set(_quiet_log, ctypes.c_void_p(0))
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
+        exact_kernels.apply(mparams)
         with caught_errors() as errors:
             self.model = llama_cpp.llama_model_load_from_file(path.encode("utf-8"), mparams)
         if not self.model:
