@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import archive as bench_archive  # noqa: E402
 import resume  # noqa: E402
-from chatdb.encryption import cipher  # noqa: E402
 from chatdb.archive import Archive  # noqa: E402
-from chatdb.backup import backup  # noqa: E402
+from chatdb.encryption import cipher  # noqa: E402
 from chatdb.encryption.convert import convert  # noqa: E402
+from chatdb.storage.backup import backup  # noqa: E402
 from import_files import write_chatdb_export  # noqa: E402
 
 KEY = "bench passphrase"

@@ -13,9 +13,8 @@ import sqlite3
 import uuid
 from pathlib import Path
 
-from . import dbapi, forest, private_files, queries as q
+from . import forest, queries as q
 from .clock import now
-from .connection import connect
 from .costs import CostStore
 from .errors import ChatdbError, NotFound
 from .fingerprints import FingerprintCache
@@ -27,10 +26,12 @@ from .records import ROLES, STATUSES, Conversation, ConversationSummary, Message
 from .search.index_upkeep import merge_segments
 from .search.textindex import index_text
 from .settings import Settings
+from .storage import dbapi, private_files
+from .storage.connection import connect
+from .storage.transaction import transaction
 from .tags import Tags, tag_keys
 from .token_sources import TokenSources
 from .tokens import TokenStore
-from .transaction import transaction
 
 EVERYONE = object()   # list_conversations of every owner
 

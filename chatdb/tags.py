@@ -15,7 +15,7 @@ import sqlite3
 import unicodedata
 
 from .errors import ChatdbError, NotFound
-from .transaction import transaction
+from .storage.transaction import transaction
 
 MAX_TAG = 100        # characters: a label, not a note
 FLAGS = ("pinned", "archived")

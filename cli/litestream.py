@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from chatdb import private_files
 from chatdb.errors import ChatdbError
+from chatdb.storage import private_files
 
 from . import output
 

@@ -9,9 +9,9 @@ import os
 import sys
 from importlib import metadata
 
-from chatdb import dbapi
-from chatdb.connection import describe
 from chatdb.errors import BadInput, ChatdbError
+from chatdb.storage import dbapi
+from chatdb.storage.connection import describe
 
 from . import output
 from .interrupt import Quit

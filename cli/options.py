@@ -9,12 +9,12 @@ instead of overwriting it with a default.
 import argparse
 from pathlib import Path
 
-from chatdb import dbapi
 from chatdb.archive import Archive
 from chatdb.encryption import cipher
 from chatdb.encryption.unlocking import KeyNeeded
 from chatdb.errors import ChatdbError
 from chatdb.paths import default_db_path
+from chatdb.storage import dbapi
 
 from . import key_options, output
 from .key_options import add_key_file_option

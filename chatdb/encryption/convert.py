@@ -19,9 +19,10 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from .. import content_hash, whole_files
-from ..connection import INCREMENTAL, PAGE_SIZE, write_failure
+from .. import content_hash
 from ..errors import BadInput, ChatdbError
+from ..storage import whole_files
+from ..storage.connection import INCREMENTAL, PAGE_SIZE, write_failure
 from . import cipher
 from .unlocking import unlock
 

@@ -1,6 +1,6 @@
 """Opening an encrypted archive: SQLCipher's connection class, the key, a wrong or missing key.
 
-chatdb/connection.py opens every archive; what it does differently for an encrypted
+chatdb/storage/connection.py opens every archive; what it does differently for an encrypted
 one (see chatdb/encryption/cipher.py) is here.
 """
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from . import cipher
 from ..errors import BadInput, SchemaError
+from . import cipher
 
 SQLITE_NOTADB = 26
 

@@ -15,10 +15,10 @@ not hold them either.
 
 from dataclasses import dataclass
 
-from .. import dbapi
 from ..clock import now
 from ..queries import WALK_UP
-from ..replication import is_replicated
+from ..storage import dbapi
+from ..storage.replication import is_replicated
 from . import eviction
 from .budget import format_size
 from .report import file_sizes, stored

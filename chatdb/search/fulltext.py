@@ -15,15 +15,15 @@ not scored, repeated ones are searched once, and a pasted page is refused
 (query.py); the filters become rowid ranges (filters.py); snippets come from
 a pass over each run of nearby hits (snippets.py), a long message's from a
 window around a match (snippet_window.py); the index is kept in few
-segments (index_upkeep.py). Ctrl-C stops a search at once (chatdb.interrupt).
+segments (index_upkeep.py). Ctrl-C stops a search at once (chatdb.storage.interrupt).
 """
 
 import sqlite3
 from dataclasses import dataclass
 
 from ..errors import SearchError
-from ..interrupt import interruptible
-from ..transaction import read_snapshot
+from ..storage.interrupt import interruptible
+from ..storage.transaction import read_snapshot
 from .filters import make_filters
 from .query import match_expression
 from .ranking import best_matches

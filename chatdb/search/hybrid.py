@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SearchError
-from ..transaction import read_snapshot
+from ..storage.transaction import read_snapshot
 from . import fulltext
 from .filters import MESSAGE_FILTERS, Filters, make_filters
 from .fulltext import Hit, make_hit

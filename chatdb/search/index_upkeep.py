@@ -19,7 +19,7 @@ rewritten once in a thousand or so, not at every turn.
 
 import sqlite3
 
-from ..transaction import transaction
+from ..storage.transaction import transaction
 
 MOST_SEGMENTS = 16
 STEP_PAGES = 1000  # pages written per step (FTS5's pages, 4 kB by default)

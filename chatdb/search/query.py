@@ -11,9 +11,9 @@ a common phrase still selects messages but is left out of the score.
 
 import sqlite3
 
-from .. import dbapi
 from ..errors import SearchError
 from ..queries import LAST_MESSAGE_ID
+from ..storage import dbapi
 from .textindex import QUERY_TOKEN, and_phrases, plain_query, query_text
 
 COMMON_SAMPLE = 1000  # newest rowids in which a phrase's share is measured

@@ -20,7 +20,7 @@ build and are rebuilt.
 
 from ..archive import Archive
 from ..records import Conversation, Message
-from ..transaction import read_snapshot
+from ..storage.transaction import read_snapshot
 
 FORMAT = "chatdb-export"
 VERSION = 1

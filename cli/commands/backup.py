@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from chatdb.backup import backup
 from chatdb.kv.budget import format_size
+from chatdb.storage.backup import backup
 
 from .. import output
 from ..options import add_command, open_archive

@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from chatdb import private_files
+from chatdb.storage import private_files
 from chatdb.transfer.export_json import all_conversation_ids, export_document
 from chatdb.transfer.export_markdown import markdown_document
 

@@ -3,10 +3,10 @@
 import tempfile
 from pathlib import Path
 
-from chatdb import replication, whole_files
-from chatdb.encryption import cipher
 from chatdb.archive import Archive
+from chatdb.encryption import cipher
 from chatdb.errors import BadInput, ChatdbError
+from chatdb.storage import replication, whole_files
 
 from .. import litestream, output
 from ..interrupt import quit_on_signals

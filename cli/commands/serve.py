@@ -5,8 +5,8 @@ import ipaddress
 import os
 from pathlib import Path
 
-from chatdb.connection import disk_full
 from chatdb.errors import ChatdbError
+from chatdb.storage.connection import disk_full
 from server.users import Keys, KeysFileError, add_user   # no Starlette: it loads late
 
 from .. import output

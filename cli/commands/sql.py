@@ -4,7 +4,7 @@ import csv
 import sqlite3
 import sys
 
-from chatdb.read_only import ReadOnlyRefusal, connect_read_only, execute
+from chatdb.storage.read_only import ReadOnlyRefusal, connect_read_only, execute
 
 from .. import output
 from ..options import add_command, db_path, open_archive

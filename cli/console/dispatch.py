@@ -5,9 +5,9 @@ that stdin mode can end with status 1 when something failed.
 """
 
 
-from chatdb import dbapi
-from chatdb.connection import describe
 from chatdb.errors import ChatdbError
+from chatdb.storage import dbapi
+from chatdb.storage.connection import describe
 
 from ..text_input import check
 from .slash import table

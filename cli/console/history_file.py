@@ -9,7 +9,7 @@ holds what was typed, so like the archive it is readable by its owner only.
 import os
 from pathlib import Path
 
-from chatdb import private_files
+from chatdb.storage import private_files
 
 
 def history_path() -> Path:

@@ -16,8 +16,8 @@ answers only, and the index joins once it is built.
 import threading
 import time
 
-from chatdb import dbapi
 from chatdb.archive import Archive
+from chatdb.storage import dbapi
 
 from .archive_drafter import ArchiveDrafter
 from .archive_index import ArchiveIndex

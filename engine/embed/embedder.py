@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chatdb import dbapi
+from chatdb.storage import dbapi
 
 from ..kv.fingerprint import file_fingerprint
 from ..machine import hardware

@@ -12,7 +12,7 @@ the window before it (kvlayout).
 """
 
 from chatdb.kv.store import CorruptKV
-from chatdb.transaction import read_snapshot
+from chatdb.storage.transaction import read_snapshot
 
 from ..llama.sequence import Sequence
 from ..prompt.path_tokens import PathTokens

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from chatdb.migrate import available
+from chatdb.storage.migrate import available
 
 
 @pytest.fixture

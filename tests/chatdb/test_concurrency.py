@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chatdb.archive import Archive
-from chatdb.migrate import available
+from chatdb.storage.migrate import available
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ import stat
 import pytest
 
 from chatdb.archive import Archive
-from chatdb.connection import connect
 from chatdb.paths import default_db_path
+from chatdb.storage.connection import connect
 
 
 def mode(path) -> int:
@@ -80,7 +80,7 @@ def test_an_open_archive_is_tightened_once_and_said(db_path, open_umask):
 
 
 def test_owner_bits_are_kept_when_tightening(db_path, open_umask):
-    from chatdb import private_files
+    from chatdb.storage import private_files
 
     db_path.write_bytes(b"")
     os.chmod(db_path, 0o444)  # read-only on purpose: stays read-only for its owner
@@ -222,5 +222,5 @@ def test_failed_commit_does_not_leave_the_connection_inside_a_transaction(archiv
 
 
 def test_new_archive_has_large_pages_for_kv_blobs(archive):
-    from chatdb.connection import PAGE_SIZE
+    from chatdb.storage.connection import PAGE_SIZE
     assert archive.conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE

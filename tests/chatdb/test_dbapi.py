@@ -1,5 +1,5 @@
 """An archive's connection is Python's sqlite3 or, for an encrypted archive, sqlcipher3: two
-sets of exception classes. Code that catches SQLite's errors catches chatdb.dbapi's tuples, or
+sets of exception classes. Code that catches SQLite's errors catches chatdb.storage.dbapi's tuples, or
 an encrypted archive's errors pass it by."""
 
 import ast
@@ -25,7 +25,7 @@ def test_no_code_catches_only_the_stdlib_drivers_errors():
              for path in sorted((ROOT / package).rglob("*.py"))
              if str(path.relative_to(ROOT)) not in OWN_CONNECTIONS
              for line in sqlite3_handlers(path)]
-    assert found == [], f"catch chatdb.dbapi's errors (either driver's) instead: {found}"
+    assert found == [], f"catch chatdb.storage.dbapi's errors (either driver's) instead: {found}"
 
 
 def test_the_check_finds_such_a_clause(tmp_path):

@@ -3,9 +3,9 @@
 import sqlite3
 
 from chatdb.archive import Archive
-from chatdb.connection import connect
 from chatdb.message_match import LONGEST_MATCH, longest_match, place
-from chatdb.migrate import available
+from chatdb.storage.connection import connect
+from chatdb.storage.migrate import available
 
 CHAT = [("system", "Be brief."), ("user", "What is tea?"), ("assistant", "A drink."),
         ("user", "And coffee?")]

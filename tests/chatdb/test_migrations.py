@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from chatdb.kv.store import SegmentRef, encode
 from chatdb.archive import Archive
-from chatdb.connection import connect
 from chatdb.errors import SchemaError
-from chatdb.migrate import LEDGER_EXISTS, Migration, apply, available, pending, statements
+from chatdb.kv.store import SegmentRef, encode
+from chatdb.storage.connection import connect
+from chatdb.storage.migrate import LEDGER_EXISTS, Migration, apply, available, pending, statements
 
 TABLES = {"conversations", "messages", "message_tokens", "kv_segments",
           "file_fingerprints", "messages_fts", "schema_migrations"}

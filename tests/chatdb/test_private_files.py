@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from chatdb import private_files
+from chatdb.storage import private_files
 
 
 def mode(path) -> int:

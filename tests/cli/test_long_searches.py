@@ -102,7 +102,7 @@ def test_ctrl_c_stops_one_long_statement(archive):
     Python alone would honour only when the statement ends."""
     import threading
 
-    from chatdb.interrupt import interruptible
+    from chatdb.storage.interrupt import interruptible
 
     hours = ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 1e12) "
              "SELECT count(*) FROM n")

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from chatdb.archive import Archive
-from chatdb.replication import is_replicated
+from chatdb.storage.replication import is_replicated
 from cli.litestream import replica_url, restore
 
 from ..chatdb_command import chatdb_argv

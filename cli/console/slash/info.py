@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from chatdb import private_files
+from chatdb.storage import private_files
 from chatdb.transfer.export_markdown import conversation_markdown
 
 from ..model_loading import backend_phrase, model_phrase, threads_phrase

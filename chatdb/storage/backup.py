@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..encryption.unlocking import blank_like
+from ..errors import BadInput, ChatdbError
 from . import dbapi, whole_files
 from .connection import write_failure
-from .encryption.unlocking import blank_like
-from .errors import BadInput, ChatdbError
 
 PARTIAL = ".partial"
 # What --no-kv leaves out; the triggers keep kv_totals right as they go.

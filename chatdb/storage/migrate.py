@@ -12,9 +12,9 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 
+from ..clock import now
+from ..errors import SchemaError
 from . import dbapi
-from .clock import now
-from .errors import SchemaError
 from .transaction import transaction
 
 FILENAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
+from ..encryption.unlocking import key_for, unlock
+from ..errors import ChatdbError
 from . import dbapi
-from .errors import ChatdbError
-from .encryption.unlocking import key_for, unlock
 
 BUSY_TIMEOUT_MS = 30_000
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from sqlcipher3 import dbapi2 as sqlcipher
 
-from . import content_hash, dbapi, private_files, replication
-from .errors import ChatdbError, SchemaError
-from .encryption import cipher
-from .encryption.unlocking import EncryptedConnection, HeldFile, KeyNeeded, key_for, unlock
+from .. import content_hash
+from ..encryption import cipher
+from ..encryption.unlocking import EncryptedConnection, HeldFile, KeyNeeded, key_for, unlock
+from ..errors import ChatdbError, SchemaError
+from . import dbapi, private_files, replication
 from .migrate import Migration, apply, available, pending
 
 BUSY_TIMEOUT_MS = 30_000

@@ -15,7 +15,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import ChatdbError
+from ..errors import ChatdbError
 
 ENV = "CHATDB_LITESTREAM"
 
