@@ -24,7 +24,7 @@ from serve_clients import chatdb_server, concurrent, settle, together_rate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from speculative import TASKS  # noqa: E402
+from speculative_tasks import TASKS  # noqa: E402
 from speculative_archive import STORIES  # noqa: E402
 
 CLIENTS = (1, 4)

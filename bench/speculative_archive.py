@@ -31,7 +31,7 @@ from chatdb.archive import Archive
 from engine.chat import Engine
 from engine.llama.sampling import SamplingSettings
 
-from speculative import CODE, TASKS
+from speculative_tasks import CODE, TASKS
 
 STORIES = ["a fox who learns to read", "a lighthouse keeper's daughter", "a clockmaker's last clock",
            "a river that ran backwards", "a baker who could not sleep", "a map with no edges",
