@@ -11,6 +11,7 @@
 # first with bench/gpu_prepare.sh):
 #   bash bench/gpu_check.sh build   # with .gpu/a carried: install wheels, build (minutes)
 #   bash bench/gpu_check.sh run     # with .gpu/b carried too (same warm machine): the checks
+#   bash bench/gpu_check.sh core    # the same, cut to doctor, the GPU suite and the figures
 #   bash bench/gpu_check.sh         # both, when .gpu/a and .gpu/b travel together
 #
 # Outputs go to $OUT (the device tool's folder) or .gpu/out.
@@ -34,9 +35,10 @@ build() {
     local t0=$SECONDS arch
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
     # Flags as the Makefile's (no llamafile kernels: batches sum as single steps do; no AMX,
-    # which virtual machines report without enabling), CUDA on, for this GPU only (faster).
+    # which virtual machines report without enabling), CUDA on, for this GPU only (faster),
+    # without the multimodal library chatdb does not load.
     local no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-    CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=${arch:-90} -DGGML_LLAMAFILE=OFF \
+    CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=${arch:-90} -DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF \
 -DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx'" \
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
         $PY -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
@@ -103,6 +105,19 @@ checks() {
         tests/embed/test_embedding_model.py -k "converted or wordpiece or not_bert"
 }
 
+core() {  # what a short lease holds after the build: doctor and the plan, the GPU suite
+    # (four workers: one device, many processes), the device against the CPU
+    step doctor doctor.txt $PY -m cli.main --db "$OUTDIR/doctor.db" doctor
+    $PY -m cli.main --db "$OUTDIR/doctor.db" doctor --json > "$OUTDIR/doctor.json" 2>&1
+    offload=$($PY -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['settings']['offload'])" \
+              "$OUTDIR/doctor.json" 2>/dev/null)
+    row "offload planned" "$([ "${offload:-CPU only}" != "CPU only" ] && echo ok || echo FAIL)" "${offload:-?}"
+    step "tests: GPU suite (tests/gpu)" gpu_suite.txt timeout "${SUITE_S:-300}" $PY -m pytest -q \
+        -p no:cacheprovider -n 4 --dist loadfile --timeout 150 tests/gpu
+    step "figures: device vs CPU" gpu_figures.txt timeout "${FIGURES_S:-120}" $PY bench/gpu_figures.py \
+        --repeat 1 ${CPU_PYTHON:+--cpu-python "$CPU_PYTHON"}
+}
+
 quick() {  # a dry run of the script itself: doctor and the offload tests only
     step doctor doctor.txt $PY -m cli.main --db "$OUTDIR/doctor.db" doctor
     step "tests: offload" tests.txt $PY -m pytest -q -p no:cacheprovider tests/engine/test_offload.py
@@ -112,8 +127,9 @@ case $STAGE in
     build) build ;;
     run|all) build && model && checks ;;
     quick) build && model && quick ;;
+    core) build && model && core ;;
     here) checks ;;
-    *) echo "usage: bash bench/gpu_check.sh [build|run|all|quick|here]" >&2; exit 2 ;;
+    *) echo "usage: bash bench/gpu_check.sh [build|run|all|core|quick|here]" >&2; exit 2 ;;
 esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail

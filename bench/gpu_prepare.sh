@@ -13,7 +13,7 @@ PYVER=${1:-3.12}
 PIP=${PIP:-.venv/bin/pip}
 [ -x "$PIP" ] || PIP="python3 -m pip"
 VPY=${VPY:-.venv/bin/python}
-MODEL=${CHATDB_MODEL:-$(PYTHONPATH=$PWD $VPY -c 'from engine.model_path import resolve_model_path; print(resolve_model_path())')}
+MODEL=${CHATDB_MODEL:-$(PYTHONPATH=$PWD $VPY -c 'from engine.llama.model_path import resolve_model_path; print(resolve_model_path())')}
 rm -rf .gpu && mkdir -p .gpu/a/wheels .gpu/b .gpu/tmp
 
 $PIP download --quiet --no-deps --no-binary :all: -d .gpu/tmp llama-cpp-python==0.3.36
@@ -23,11 +23,13 @@ rm -rf "$src/.git" "$src/vendor/llama.cpp/models/"*.gguf "$src/vendor/llama.cpp/
        "$src/vendor/llama.cpp/tools/ui" "$src/vendor/llama.cpp/benches" "$src/vendor/llama.cpp/examples/"*/*.gguf
 tar czf .gpu/a/llama_cpp_python-0.3.36.tar.gz -C .gpu/tmp llama_cpp_python-0.3.36
 
-# The GPU image has numpy, jinja2, pytest, scikit-build-core, cmake and ninja; not these.
+# The GPU image has numpy, jinja2, pytest, scikit-build-core, cmake, ninja, click, anyio, httpx,
+# pyyaml, requests, tqdm, tabulate and python-dateutil; not these (the archive's SQLCipher and
+# sqlite-utils, the embedding conversion's gguf, the server's starlette and uvicorn).
 platforms="--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64"
 $PIP download --quiet --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
      $platforms -d .gpu/a/wheels zstandard prompt_toolkit wcwidth diskcache \
-     starlette uvicorn h11 click anyio sniffio idna typing_extensions httpx httpcore certifi
+     starlette uvicorn h11 sniffio sqlcipher3 sqlite-utils sqlite-fts4 click-default-group gguf==0.19.0
 
 sha256sum "$MODEL" | awk '{print $1}' > .gpu/a/model.sha256
 basename "$MODEL" > .gpu/a/model.name
