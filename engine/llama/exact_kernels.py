@@ -45,10 +45,14 @@ def wanted() -> bool:
 
 
 def apply(mparams) -> None:
-    """Set a model's load parameters (llama_model_params) for the exact kernels where they
-    are wanted; called before any model of the process computes, as llama.cpp reads its
-    switch for the tiled path once."""
-    if not wanted():
+    """Set a model's load parameters (llama_model_params, its n_gpu_layers set) for the exact
+    kernels where they are wanted; called before any model of the process computes, as
+    llama.cpp reads its switch for the tiled path once.
+
+    Only for a model wholly on the CPU: with layers on a GPU, the device's kernels choose
+    their own order of sums by batch size (docs/gpu.md), so the CPU's exact ones would buy
+    nothing there, and a GPU build loads its weights as llama.cpp plans them."""
+    if not wanted() or mparams.n_gpu_layers != 0:
         return
     mparams.use_extra_bufts = False
     os.environ.setdefault(TILED_ENV, "0")   # a value the user set is theirs

@@ -65,6 +65,7 @@ def test_gemma_logits_are_the_same_bits_in_every_batch_size(gemma):
 
 def test_off_keeps_llama_cpps_kernels_and_its_own_fingerprint(monkeypatch):
     params = llama_cpp.llama_model_default_params()
+    params.n_gpu_layers = 0
     config = ContextConfig(n_ctx=512, n_batch=64, n_threads=1, flash_attn=False)
     exact = kv_config_fingerprint("m", config, "rows")
     monkeypatch.setenv(exact_kernels.ENV, "off")
@@ -81,3 +82,10 @@ def test_a_bad_value_is_one_clear_error(monkeypatch):
     monkeypatch.setenv(exact_kernels.ENV, "fast")
     with pytest.raises(EngineError, match="CHATDB_EXACT_KERNELS must be on or off, not 'fast'"):
         exact_kernels.wanted()
+
+
+def test_a_model_with_layers_on_a_gpu_is_loaded_as_llama_cpp_plans_it():
+    params = llama_cpp.llama_model_default_params()
+    params.n_gpu_layers = -1
+    exact_kernels.apply(params)
+    assert params.use_extra_bufts
