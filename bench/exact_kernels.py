@@ -2,7 +2,7 @@
 (CHATDB_EXACT_KERNELS=off) against the exact ones, the same model, alternating runs.
 
 Each kernel choice runs in a process of its own (llama.cpp reads its switch once per
-process). Per run: reading a prompt of ~600 tokens in one batch, 32 one-token steps, 8
+process). Per run: reading a prompt of ~600 tokens in one batch, 40 one-token steps, 8
 batches of 5 tokens (a verification of 4 guesses); and whether the logits of the same
 tokens stepped alone and checked in batches are the same bits.
 
@@ -26,7 +26,6 @@ CODE = "\n".join(f"def volume_{i}(width, height, depth):\n    return width * hei
 def measure(model_path: str) -> dict:
     """One process's timings (seconds) and whether batches gave the same logits."""
     sys.path.insert(0, str(ROOT))
-    import llama_cpp
     import numpy as np
 
     from engine.llama.model import ContextConfig, Model
@@ -34,10 +33,6 @@ def measure(model_path: str) -> dict:
 
     model = Model(model_path, ContextConfig(n_ctx=2048, n_batch=512, n_threads=2, flash_attn=False))
     prompt = model.tokenize(f"Here is a file:\n{CODE}\nRepeat it:\n")
-
-    def logits(row):
-        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, row),
-                                     shape=(model.n_vocab,)).copy()
 
     seq = Sequence(model)
     t = time.perf_counter()
@@ -47,14 +42,14 @@ def measure(model_path: str) -> dict:
     alone = []
     for token in prompt[:40]:
         seq.step(token)
-        alone.append(logits(-1))
+        alone.append(model.logits().copy())
     step = (time.perf_counter() - t) / 40
     seq.keep(len(prompt))
     t = time.perf_counter()
     batched = []
     for i in range(8):
         seq.verify(prompt[i * 5:(i + 1) * 5])
-        batched += [logits(j) for j in range(5)]
+        batched += [model.logits(j).copy() for j in range(5)]
     verify = (time.perf_counter() - t) / 8
     same = all(np.array_equal(a, b) for a, b in zip(alone, batched))
     seq.close()

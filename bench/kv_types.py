@@ -63,10 +63,6 @@ def types_part(quick: bool = False, repeat: "int | None" = None, models=None, gp
         print_rows(Path(path).name, rows, sizes, repeat)
 
 
-def _logits(model: Model, index: int) -> np.ndarray:
-    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(model.ctx, index), shape=(model.n_vocab,))
-
-
 def teacher_forced(model: Model, decoder: Decoder, tokens: list[int]) -> np.ndarray:
     """The logits after every token of `tokens`, fed from position 0."""
     model.clear()
@@ -74,7 +70,7 @@ def teacher_forced(model: Model, decoder: Decoder, tokens: list[int]) -> np.ndar
     for start in range(0, len(tokens), model.config.n_batch):
         part = tokens[start: start + model.config.n_batch]
         decoder.verify(part, start)
-        out.extend(_logits(model, j).copy() for j in range(len(part)))
+        out.extend(model.logits(j).copy() for j in range(len(part)))
     model.clear()
     return np.array(out)
 
@@ -84,7 +80,7 @@ def greedy(model: Model, decoder: Decoder, prompt: list[int], n: int) -> list[in
     decoder.prefill(prompt, 0)
     out = []
     for i in range(n):
-        token = int(np.argmax(_logits(model, -1)))
+        token = int(np.argmax(model.logits()))
         out.append(token)
         decoder.step(token, len(prompt) + i)
     model.clear()
@@ -136,7 +132,7 @@ def speeds(model: Model, decoder: Decoder, sizes: dict, row: dict) -> None:
     at = len(context) + len(question)
     started = time.perf_counter()
     for i in range(sizes["steps"]):
-        decoder.step(int(np.argmax(_logits(model, -1))), at + i)
+        decoder.step(int(np.argmax(model.logits())), at + i)
     row["decode"].append(sizes["steps"] / (time.perf_counter() - started))
     model.clear()
 

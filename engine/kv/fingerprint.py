@@ -64,7 +64,7 @@ def kv_config_fingerprint(model_fp: str, config, mode: str, role: str = "target"
     return kv_fingerprint(model_fp, type_k=config.type_k, type_v=config.type_v,
                           flash_attn=config.flash_attn, mode=mode, layout=kvlayout.VERSION,
                           **ROLE_FIELDS[role], **placement_fields(config),
-                          **exact_kernels.fingerprint_fields())
+                          **exact_kernels.fingerprint_fields(config.n_gpu_layers))
 
 
 def placement_fields(config) -> dict:

@@ -52,16 +52,18 @@ def apply(mparams) -> None:
     Only for a model wholly on the CPU: with layers on a GPU, the device's kernels choose
     their own order of sums by batch size (docs/gpu.md), so the CPU's exact ones would buy
     nothing there, and a GPU build loads its weights as llama.cpp plans them."""
-    if not wanted() or mparams.n_gpu_layers != 0:
+    if mparams.n_gpu_layers != 0 or not wanted():
         return
     mparams.use_extra_bufts = False
     os.environ.setdefault(TILED_ENV, "0")   # a value the user set is theirs
 
 
-def fingerprint_fields() -> dict:
-    """What the KV fingerprint adds for the kernels in use, so that KV llama.cpp's own
-    kernels computed is not restored where the exact ones compute, or the other way round:
-    nothing for the exact ones, the default, so that KV stored before keeps its fingerprint
-    (for models the two paths above take, its sums were theirs: the same tokens, a hair
-    apart in value, as a chat read in one batch always was from one read step by step)."""
-    return {} if wanted() else {"kernels": "llama.cpp"}
+def fingerprint_fields(n_gpu_layers: int) -> dict:
+    """What the KV fingerprint adds for the kernels a model loaded with `n_gpu_layers` on a
+    GPU computes with, so that KV llama.cpp's own kernels computed is not restored where the
+    exact ones compute, or the other way round. Nothing for the exact ones, the default, so
+    that KV stored before keeps its fingerprint (for models the two paths above take, its
+    sums were theirs: the same tokens, a hair apart in value, as a chat read in one batch
+    always was from one read step by step); nothing with layers on a GPU, where `apply`
+    changes nothing."""
+    return {"kernels": "llama.cpp"} if n_gpu_layers == 0 and not wanted() else {}

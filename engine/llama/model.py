@@ -207,6 +207,12 @@ class Model:
     def token_text(self, token: int) -> str:
         return self.piece(token, special=True).decode("utf-8", errors="replace")
 
+    def logits(self, row: int = -1) -> np.ndarray:
+        """The logits of batch row `row` of the last pass (-1: its last row with logits), as
+        a view of llama.cpp's buffer: valid until the next pass."""
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.ctx, row),
+                                     shape=(self.n_vocab,))
+
     # -- the KV memory, per sequence ------------------------------------------
 
     def forget_from(self, position: int, seq_id: int = 0) -> bool:

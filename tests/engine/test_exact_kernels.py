@@ -27,11 +27,6 @@ def gemma(gemma_path):
     model.close()
 
 
-def _logits(model: Model, row: int) -> np.ndarray:
-    data = llama_cpp.llama_get_logits_ith(model.ctx, row)
-    return np.ctypeslib.as_array(data, shape=(model.n_vocab,)).copy()
-
-
 def _batched(model: Model, prompt: list, tokens: list, size: int) -> list:
     """Each token's logits, the first stepped alone, the others checked `size` at a time
     (size 1: every one stepped alone)."""
@@ -39,14 +34,14 @@ def _batched(model: Model, prompt: list, tokens: list, size: int) -> list:
     try:
         seq.prefill(prompt)
         seq.step(tokens[0])
-        rows = [_logits(model, -1)]
+        rows = [model.logits().copy()]
         for at in range(1, len(tokens), size):
             part = tokens[at:at + size]
             if size == 1:
                 seq.step(part[0])
             else:
                 seq.verify(part)
-            rows += [_logits(model, j if size > 1 else -1) for j in range(len(part))]
+            rows += [model.logits(j if size > 1 else -1).copy() for j in range(len(part))]
         return rows
     finally:
         seq.keep(0)
@@ -84,8 +79,13 @@ def test_a_bad_value_is_one_clear_error(monkeypatch):
         exact_kernels.wanted()
 
 
-def test_a_model_with_layers_on_a_gpu_is_loaded_as_llama_cpp_plans_it():
+def test_a_model_with_layers_on_a_gpu_is_loaded_as_llama_cpp_plans_it(monkeypatch):
     params = llama_cpp.llama_model_default_params()
     params.n_gpu_layers = -1
     exact_kernels.apply(params)
     assert params.use_extra_bufts
+    # ... so the setting does not tell its KV apart
+    config = ContextConfig(n_ctx=512, n_batch=64, n_threads=1, flash_attn=False, n_gpu_layers=-1)
+    on = kv_config_fingerprint("m", config, "rows")
+    monkeypatch.setenv(exact_kernels.ENV, "off")
+    assert kv_config_fingerprint("m", config, "rows") == on
