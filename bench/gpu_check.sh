@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # chatdb on a machine with a GPU: `chatdb doctor`, the GPU suite (tests/gpu, as `make test-gpu`
-# runs it), the resume, speculative, KV-layout, slot, serve-batching and drafting, KV-budget and
-# embedding tests, and the resume, decode, speculative, serve (the server's drafting among it)
+# runs it), the resume, speculative, archive-drafting, KV-layout, slot, serve-batching and
+# drafting, KV-budget and embedding tests, and the resume, decode, speculative (plain and from
+# the archive), serve (the server's drafting among it)
 # and KV-type benches (what q8_0 KV costs where flash attention is on anyway), and the device
 # against the CPU (bench/gpu_figures.py), ending with one table.
 #
@@ -84,6 +85,12 @@ checks() {
     step "bench: resume" resume.txt $PY bench/resume.py --repeat 3
     step "bench: decode" decode.txt $PY bench/decode.py --repeat 3 --cases idle
     step "bench: speculative" speculative.txt $PY bench/speculative.py --repeat 3
+    # Drafting from the archive where a verified guess costs little: its `best` column (a
+    # drafter guessing the model's likeliest tokens) bounds a retry at 0.7 on the device.
+    step "tests: archive drafting" archive_tests.txt $PY -m pytest -q -p no:cacheprovider \
+        tests/engine/test_archive_drafting.py
+    step "bench: archive drafting" archive_drafting.txt $PY bench/speculative.py --archive \
+        --repeat 2 --max-tokens 300 --questions 10
     # chatdb serve: batching where it pays (a GPU), against the bare batched loop; drafting in
     # every slot, verified in the batched pass (a one-slot step costs little more per token
     # there, so the decode bench's 0.98x and the editing task's 1.3x are what to read).
@@ -134,7 +141,7 @@ esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
 printf '%s\n' "${ROWS[@]}"
-for f in gpu_figures.txt decode.txt speculative.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
+for f in gpu_figures.txt decode.txt speculative.txt archive_drafting.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
     [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
 done
 ! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '

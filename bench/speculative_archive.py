@@ -21,6 +21,15 @@ sample with the same seed, so drafted and plain answers are the same tokens
 (`same`); at temperature > 0 the retry samples another seed than its sibling.
 ceiling: the modelled speedup the drafters would reach on the plain answer's
 own tokens (replayed through the same drafters, before the drafted run).
+best: the same for a drafter that always guesses the model's own most likely
+next tokens (read from the model's logits over the plain answer). Where the
+drafter cannot know the draw (a retry samples another seed than its sibling)
+no guess holds more often on average than the likeliest token, so no drafter
+of any kind beats `best` there: at temperature 0.7 it bounds the retry, and
+its speedup target is out of reach where `best` is below it. (With the seed
+of an answer already in the archive, as in `repeat`, the archive knows the
+draw and goes past `best`; at temperature 0 every such guess holds, and `best`
+says only what one policy's lengths make of that.)
 """
 
 import statistics
@@ -29,6 +38,8 @@ from pathlib import Path
 
 from chatdb.archive import Archive
 from engine.chat import Engine
+from engine.decode.drafting import DraftRun, Policies
+from engine.decode.modes import DraftMode
 from engine.llama.sampling import SamplingSettings
 
 from speculative_tasks import CODE, TASKS
@@ -89,11 +100,14 @@ def timed(pair: Pair, ask, settings) -> dict:
     tokens = plain_engine.cache.live.tolist()
     conv, message = ask(pair.archives["auto"])
     modelled = ceiling(auto_engine, tokens, plain.prompt_tokens, (conv, message))
+    best = best_guess(plain_engine, tokens, plain.prompt_tokens)
     auto = auto_engine.answer(conv, message, sampling=settings)
-    same = tokens[plain.prompt_tokens:] == auto_engine.cache.live.tolist()[auto.prompt_tokens:]
+    answers = tokens[plain.prompt_tokens:], auto_engine.cache.live.tolist()[auto.prompt_tokens:]
+    same = answers[0] == answers[1]
+    parted = next((i for i, (a, b) in enumerate(zip(*answers)) if a != b), min(map(len, answers)))
     return {"plain": plain.decode_tokens_per_s, "auto": auto.decode_tokens_per_s,
             "tokens": auto.completion_tokens, "same": same, "spec": auto.speculative,
-            "ceiling": modelled}
+            "ceiling": modelled, "best": best, "parted": parted}
 
 
 def ceiling(engine: Engine, tokens: list, n_prompt: int, answering) -> float:
@@ -104,6 +118,21 @@ def ceiling(engine: Engine, tokens: list, n_prompt: int, answering) -> float:
     costs = engine.tuning.costs()
     run = engine.scheduler.slots[0].drafting.run(tokens[:n_prompt], cost=costs.verify_cost,
                                                  answering=answering)
+    return replayed(run, costs, tokens, n_prompt)
+
+
+def best_guess(engine: Engine, tokens: list, n_prompt: int) -> float:
+    """The same for a drafter guessing the model's likeliest tokens along the plain answer
+    `tokens[n_prompt:]`, under one draft policy by the same cost model."""
+    costs = engine.tuning.costs()
+    drafter = Likeliest(likeliest(engine, tokens, n_prompt), n_prompt)
+    run = DraftRun(DraftMode.MODEL, [("likeliest", drafter, Policies(costs.verify_cost))])
+    return replayed(run, costs, tokens, n_prompt)
+
+
+def replayed(run, costs, tokens: list, n_prompt: int) -> float:
+    """Modelled speedup of a DraftRun on the answer `tokens[n_prompt:]`: single steps
+    against the passes its guesses would take."""
     position, cost = n_prompt + 1, 0.0
     while position < len(tokens):
         drafts = run.guesses(tokens[:position], position, len(tokens) - position)
@@ -114,6 +143,35 @@ def ceiling(engine: Engine, tokens: list, n_prompt: int, answering) -> float:
         cost += costs.batch(len(drafts) + 1, position)
         position += accepted + 1
     return sum(costs.step(p) for p in range(n_prompt + 1, len(tokens))) / max(cost, 1e-9)
+
+
+class Likeliest:
+    """A drafter guessing the model's likeliest tokens (`found[j]` for position n_prompt + j):
+    a draft model that always agrees with the model, asked for nothing (as generous as a
+    bound should be)."""
+
+    free_to_ask = True
+
+    def __init__(self, found: list, n_prompt: int):
+        self.found, self.n_prompt = found, n_prompt
+
+    def propose(self, context: list, k: int) -> list:
+        at = len(context) - self.n_prompt
+        return self.found[at:at + k]
+
+
+def likeliest(engine: Engine, tokens: list, n_prompt: int) -> list:
+    """The model's most likely token at each position of the answer `tokens[n_prompt:]`,
+    given the tokens before it: the answer read again on the engine's own sequence with
+    logits at every row (the sequence is left holding all but its last token)."""
+    seq, found = engine.cache.seq, []
+    seq.keep(n_prompt - 1)
+    rows = engine.model.config.n_batch
+    for start in range(n_prompt - 1, len(tokens) - 1, rows):
+        chunk = tokens[start:min(start + rows, len(tokens) - 1)]
+        seq.verify(chunk)
+        found += [int(engine.model.logits(j).argmax()) for j in range(len(chunk))]
+    return found
 
 
 def new_question(text):
@@ -171,7 +229,7 @@ def report(rows: dict, temperature: float) -> None:
     print(f"\nDrafting from the archive (--draft auto) against --draft off, temperature "
           f"{temperature}: decode tokens/s, medians of each task's runs")
     print(f"{'task':<10} {'runs':>4} {'tokens':>6} {'off':>7} {'auto':>7} {'speedup':>8} "
-          f"{'ceiling':>8} {'archive':>8} {'lookup':>7} {'tok/pass':>8} {'same':>5}")
+          f"{'ceiling':>8} {'best':>6} {'archive':>8} {'lookup':>7} {'tok/pass':>8} {'same':>5}")
     for name, runs in rows.items():
         if not runs:
             continue
@@ -186,11 +244,18 @@ def report(rows: dict, temperature: float) -> None:
               f"{statistics.median(r['plain'] for r in runs):>7.1f} "
               f"{statistics.median(r['auto'] for r in runs):>7.1f} {speedup} "
               f"{statistics.median(r['ceiling'] for r in runs):>7.2f}x "
+              f"{statistics.median(r['best'] for r in runs):>5.2f}x "
               f"{share['archive']:>8.2f} {share['lookup']:>7.2f} {per_pass:>8.2f} "
               f"{sum(r['same'] for r in runs):>2}/{len(runs)}")
+    for name, runs in rows.items():
+        for i, r in enumerate(runs):
+            if not r["same"]:
+                print(f"{name} run {i + 1}: the drafted answer parted from the plain one at token "
+                      f"{r['parted']} ({r['tokens']} tokens drafted)")
     print("archive/lookup: share of the answer's tokens that were accepted guesses of each "
           "drafter; tok/pass: tokens per target forward pass (1.0: no guess paid);\nceiling: the "
-          "modelled speedup of the same drafters on the plain answer's tokens; same: runs whose "
+          "modelled speedup of the same drafters on the plain answer's tokens; best: of a drafter "
+          "guessing the model's likeliest tokens;\nsame: runs whose "
           "drafted answer is the plain one token for token")
 
 
