@@ -105,6 +105,8 @@ class ArchiveDrafter:
     """Guesses for one answer; `related`: (message id, tokens) nearest first; `index`: the
     archive's (None: related answers only); `reader`: chatdb.token_sources.TokenSources."""
 
+    free_to_ask = True   # a guess is lookups, no forward pass: asked even while paused
+
     def __init__(self, related=(), index=None, reader=None, tokenizer: str = ""):
         """`related`: (message id, tokens, tier), tier 0 or 1 for answers to this question
         or an earlier version of it (an answer is guessed from their start)."""

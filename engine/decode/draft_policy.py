@@ -9,6 +9,11 @@ answer, so that the same prompt and seed give the same batches and so the
 same tokens. k is the length with the best yield per cost: up to 16, or 63
 when nearly every guess holds. When no length beats plain decoding, drafting
 pauses, and retries after a backoff that doubles each time it fails again.
+A drafter that costs nothing to ask (prompt lookup, the archive: lookups, no
+forward pass) is still asked while it pauses; its guesses are not verified but
+scored on the tokens that come (`watched`), so an answer that starts to quote
+or repeat drafts again within a few tokens, and a pause ends in a paid probe
+only where nothing was watched.
 
 In a pass shared with other sequences (chatdb serve's slots), guesses cost
 what they add to that pass: llama.cpp splits it into micro-batches of equal
@@ -71,10 +76,24 @@ class DraftPolicy:
             return k
         if self.probing:  # a pause just ended: measure again before giving up again
             self.probing = False
-            return max(2, k)
+            return self.probe_length()
         self.paused_for, self.probing = self.backoff, True
         self.backoff = min(PAUSE_MAX, self.backoff * 2)
         return 0
+
+    def probe_length(self) -> int:
+        """The length of a guess that measures again (after a pause)."""
+        return max(2, self.best()[0])
+
+    def watched(self, guessed: int, held: int) -> None:
+        """Learn from a guess of `guessed` tokens that was not verified (its drafter asked
+        while it did not draft: drafting.DraftRun), `held` of them right by the tokens that
+        came. Such guesses measure what a probe would, for nothing: a pause ends as soon as
+        they say guessing pays again, and none ends in a paid probe that they say would fail."""
+        self.verified(guessed, held)
+        self.probing = False
+        if self.paused_for and self.best()[1] > self.min_gain:
+            self.paused_for = 0
 
     def best(self, cost=None) -> "tuple[int, float]":
         cost = cost or self.cost

@@ -10,7 +10,9 @@ Drafters are asked in order (the archive, lookup, the draft model); each has
 its own policy, which learns how often its guesses hold and drafts only the
 length that pays by the cost model, or pauses it: the first drafter whose
 policy drafts now and that has a guess is verified. A drafter whose guesses
-do not pay is paused and the next one is asked.
+do not pay is paused and the next one is asked; a paused drafter that costs
+nothing to ask (`free_to_ask`) still guesses, unverified, and its policy
+learns from those guesses once the tokens they guessed have come.
 
 Verifying guesses (`accept_guesses`): the token before the guesses and the guesses are
 decoded in one pass with logits at each of them (batch rows row, row + 1,
@@ -113,6 +115,7 @@ class DraftRun:
         self.uses_model = uses_model   # the draft model guesses (its KV is restored too)
         self.drafted = self.accepted = self.target_forwards = 0
         self.guessing = None           # (name, policy) of the guesses in flight
+        self.watching: dict = {}       # name -> (policy, guess, where it starts): unverified
         self.by = {name: [0, 0] for name, _, _ in drafters}   # drafted, accepted
 
     def live(self, tokens: list, start: int) -> None:
@@ -127,14 +130,36 @@ class DraftRun:
         most `room`; none where drafting is off or does not pay now; `shared`: other
         sequences in the same pass."""
         self.target_forwards += 1
+        self._score_watched(context)
         for name, drafter, policies in self.drafters:
             policy = policies.of(drafter, context)
             k = min(policy.length(position, shared), room)
+            if k == 0 and room > 0:
+                self._watch(name, drafter, policy, context)
             guess = drafter.propose(context, k) if k > 0 else []
             if guess:
                 self.guessing = name, policy
                 return guess
         return []
+
+    def _watch(self, name: str, drafter, policy: DraftPolicy, context: list) -> None:
+        """A guess from a drafter that does not draft now, where asking costs nothing (a
+        lookup, not a forward pass): kept unverified, to be scored on the tokens that come."""
+        if getattr(drafter, "free_to_ask", False) and name not in self.watching:
+            guess = drafter.propose(context, policy.probe_length())
+            if guess:
+                self.watching[name] = (policy, guess, len(context))
+
+    def _score_watched(self, context: list) -> None:
+        """Score each watched guess as a verification would have, once the tokens it guessed
+        have come (or one that parts from it has)."""
+        for name, (policy, guess, start) in list(self.watching.items()):
+            came = context[start:start + len(guess)]
+            held = next((i for i, (g, t) in enumerate(zip(guess, came)) if g != t), len(came))
+            if held < len(guess) and held == len(came):
+                continue   # all that came so far holds: wait for the rest
+            policy.watched(len(guess), held)
+            del self.watching[name]
 
     def verified(self, drafted: int, accepted: int) -> None:
         self.drafted += drafted

@@ -10,6 +10,8 @@ N_MAX, N_MIN = 4, 2
 
 
 class LookupDrafter:
+    free_to_ask = True   # a guess is a dict lookup, no forward pass: asked even while paused
+
     def __init__(self, history=(), n_max: int = N_MAX, n_min: int = N_MIN):
         self.n_max, self.n_min = n_max, n_min
         self.tokens: list[int] = []
