@@ -4,8 +4,11 @@ A state source (sources.py): it offers the entry sharing the longest
 prefix with the target. Entries are whole states as llama.cpp gives them,
 which load into any sequence, so one MemoryStates may serve several. A
 sliding-window model's state holds only its window's sliding-window cells;
-it is widened to every position as it loads (kvlayout.widen), so that the
-sequence can then be cut back to an earlier point as a live one can.
+it is widened to every position as it loads (kvlayout.widen, older rows
+zeros). Such a state longer than the window serves only a target that goes
+on from (nearly) its end: cut back further, the next token's window would
+reach rows it does not hold (`cuts_to`); the archive's rows, which keep each
+message's window, serve a branch from an earlier message instead.
 
 Each entry is kept under the name of the user whose request made it (None:
 the archive's own): on a server several people share, one user's state never
@@ -16,7 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..llama.sequence import Sequence
+from ..llama.sequence import Sequence, window_intact
 from ..state import kvlayout
 from .modes import KVSource
 from .sources import LoadFailed, Offer, Request, common_prefix
@@ -62,12 +65,20 @@ class MemoryStates:
             self.entries.popitem(last=False)
 
     def best(self, target: np.ndarray, owner: "str | None" = None) -> "tuple[int, tuple | None]":
-        """(length of the longest prefix shared with one of `owner`'s entries, its key)."""
+        """(length of the longest prefix shared with one of `owner`'s entries that the entry
+        can be cut back to, its key)."""
         best_len, best_key = 0, None
         for key, (tokens, _) in self.entries.items():
             if key[0] != owner:
                 continue
             n = common_prefix(tokens, target)
-            if n > best_len:
+            if n > best_len and self.cuts_to(len(tokens), n):
                 best_len, best_key = n, key
         return best_len, best_key
+
+    def cuts_to(self, held: int, n: int) -> bool:
+        """Whether a state of `held` tokens, cut back to its first `n`, is what the live
+        context holds there: a sliding-window model's state has the sliding-window rows of
+        its last window positions only, so n >= held - 1 or a state within the window."""
+        window = self.layout.window if self.layout is not None else None
+        return window_intact(n, held - (window or 0), window)

@@ -142,4 +142,6 @@ class LivePrefix:
 
     def offer(self, request: Request, seq: Sequence) -> Offer:
         n = min(common_prefix(seq.tokens, request.target), request.limit)
+        if not seq.cuts_to(n):   # a restored sliding-window state cut back past its window
+            n = 0
         return Offer(KVSource.LIVE, n, lambda seq: None)  # KVCache keeps n tokens of any offer

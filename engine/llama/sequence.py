@@ -21,6 +21,16 @@ from .decoder import Decoder
 from .model import Model
 
 
+def window_intact(n: int, rows_from: int, window: "int | None") -> bool:
+    """Whether a sliding-window cache whose rows before `rows_from` are zeros (a state
+    rebuilt or widened from llama.cpp's, which holds only the last window) can be cut back
+    to its first `n` tokens: the token at position n attends to the sliding-window rows
+    from n - window + 1 on, and none of them may be a zero row standing for one that was
+    never read back. Past that point only a cut to the state's (nearly) full length keeps
+    the live context's rows; a model without a window can be cut anywhere."""
+    return not window or rows_from <= 0 or n - window + 1 >= rows_from
+
+
 class Sequence:
     def __init__(self, model: Model, seq_id: int = 0):
         self.model, self.seq_id = model, seq_id
@@ -28,6 +38,9 @@ class Sequence:
         self._held = np.zeros(0, np.int32)    # the tokens whose KV the sequence holds, but
         self._more: list[int] = []            # these, kept by settle since (one per step)
         self._queued: list[int] = []          # in a shared batch, not yet settled
+        # Sliding-window rows before this position are zeros (a loaded state holds only the
+        # last window's): a cut back must leave the next token's window after it (cuts_to).
+        self.window_from = 0
 
     def __len__(self) -> int:
         return len(self._held) + len(self._more)
@@ -52,12 +65,20 @@ class Sequence:
             self.model.forget_from(0, self.seq_id)
             n = 0
         self._hold(self.tokens[:n])
+        if n == 0:
+            self.window_from = 0
+
+    def cuts_to(self, n: int) -> bool:
+        """Whether its first `n` tokens, kept, are what the live context holds there (a
+        loaded state of a sliding-window model cannot be cut back past its window)."""
+        return window_intact(n, self.window_from, self.model.n_swa)
 
     def load(self, state, tokens: np.ndarray) -> bool:
         """Replace the KV with `state`, which holds `tokens`; False if llama.cpp refused it
         (the sequence is then empty)."""
         ok = self.model.set_state(state, self.seq_id)
         self._hold(np.array(tokens, np.int32) if ok else np.zeros(0, np.int32))
+        self.window_from = max(0, len(self) - self.model.n_swa) if ok and self.model.n_swa else 0
         return ok
 
     def state(self) -> memoryview:
@@ -72,6 +93,7 @@ class Sequence:
         self.model.forget_from(0, self.seq_id)
         llama_cpp.llama_memory_seq_cp(self.model.memory, other.seq_id, self.seq_id, -1, -1)
         self._hold(other.tokens.copy())
+        self.window_from = other.window_from
 
     # -- computing alone ----------------------------------------------------------
 

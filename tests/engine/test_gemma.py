@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from chatdb.archive import Archive
+from engine.llama.sampling import SamplingSettings
 
 from .conftest import assert_refused, restored_from_archive, run_chatdb
 
@@ -167,3 +168,31 @@ def test_doctor_names_the_memory_and_its_storage(tmp_path, gemma_path):
     _, proc = run_chatdb("doctor", "--model", str(gemma_path), db=tmp_path / "a.db")
     assert "KV state: rows + window, f16 (attention with sliding-window layers, window 512 tokens)" \
         in proc.stdout
+
+
+def test_a_state_restored_past_the_window_serves_a_branch_only_where_its_rows_hold(gemma_engine,
+                                                                                    tmp_path):
+    """A chat longer than the window, switched away from and back: its state comes from
+    memory, widened, with zeros for the sliding-window rows llama.cpp did not keep. A new chat
+    sharing most of its first message must not be served from that state (or from the live
+    sequence it was loaded into) cut back there: the first new token's window would reach
+    those zeros (its log-probability was -0.142 where computed it is -0.122). It is computed
+    instead, and its log-probabilities are a fresh engine's, bit for bit."""
+    settings = SamplingSettings(temperature=0, max_tokens=8, seed=1, logprobs=1)
+    branch = LONG + " Which item is red?"
+    archive, engine = gemma_engine(use_kv=False)
+    long = archive.create_conversation("long")
+    engine.reply(long.id, LONG, sampling=settings)
+    engine.reply(archive.create_conversation("other").id, "Say hi.", sampling=settings)
+    from_memory = engine.reply(archive.create_conversation("b").id, branch, sampling=settings)
+    engine.reply(long.id, SECOND, sampling=settings)   # the long chat, from memory whole
+    assert engine.cache.seq.window_from > 0
+    from_live = engine.reply(archive.create_conversation("c").id, branch, sampling=settings)
+
+    fresh_archive, fresh = gemma_engine(tmp_path / "fresh.db", use_kv=False)
+    expected = fresh.reply(fresh_archive.create_conversation("b").id, branch, sampling=settings)
+    assert len(expected.logprobs) == 8
+    for result in (from_memory, from_live):
+        assert result.kv_source not in ("memory", "live") or result.restored_tokens < WINDOW
+        assert result.text == expected.text
+        assert result.logprobs == expected.logprobs   # each token's, and its alternatives'
