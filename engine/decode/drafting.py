@@ -139,6 +139,7 @@ class DraftRun:
             guess = drafter.propose(context, k) if k > 0 else []
             if guess:
                 self.guessing = name, policy
+                self.watching.pop(name, None)   # verified guesses tell the policy instead
                 return guess
         return []
 
