@@ -36,10 +36,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from chatdb.archive import Archive
 from engine.chat import Engine
 from engine.decode.drafting import DraftRun, Policies
 from engine.decode.modes import DraftMode
+from engine.kv.sources import common_prefix
 from engine.llama.sampling import SamplingSettings
 
 from speculative_tasks import CODE, TASKS
@@ -102,9 +105,9 @@ def timed(pair: Pair, ask, settings) -> dict:
     modelled = ceiling(auto_engine, tokens, plain.prompt_tokens, (conv, message))
     best = best_guess(plain_engine, tokens, plain.prompt_tokens)
     auto = auto_engine.answer(conv, message, sampling=settings)
-    answers = tokens[plain.prompt_tokens:], auto_engine.cache.live.tolist()[auto.prompt_tokens:]
-    same = answers[0] == answers[1]
-    parted = next((i for i, (a, b) in enumerate(zip(*answers)) if a != b), min(map(len, answers)))
+    answers = np.asarray(tokens[plain.prompt_tokens:]), auto_engine.cache.live[auto.prompt_tokens:]
+    parted = common_prefix(*answers)
+    same = parted == len(answers[0]) == len(answers[1])
     return {"plain": plain.decode_tokens_per_s, "auto": auto.decode_tokens_per_s,
             "tokens": auto.completion_tokens, "same": same, "spec": auto.speculative,
             "ceiling": modelled, "best": best, "parted": parted}
