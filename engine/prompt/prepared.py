@@ -4,6 +4,9 @@ The budget is one rule: the path may take the context less the answer's
 opening and the room kept for the answer (its max_tokens, at most a quarter
 of the context). A question that does not fit with the system prompt is
 refused (PromptTooLong); a path that does not fit is windowed (window.py).
+A path may also end in a message that is no question (an answer to go on
+from, a tool's result): where even the window holding it alone does not fit,
+it is refused too, before anything is decoded.
 """
 
 from dataclasses import dataclass
@@ -53,10 +56,22 @@ def check_question(prompts: PromptBuilder, path, settings: SamplingSettings) -> 
             f"fit the context of {n_ctx} tokens (room for {room})")
 
 
+def check_window(window: Window, path, n_ctx: int, room: int) -> None:
+    """PromptTooLong where the window is still longer than its `room`: the last message
+    (kept whatever is left out) does not fit with the system prompt. check_question says
+    so earlier, and better, for a question; this catches a path ending in anything else."""
+    held = sum(window.tokens.lengths)
+    if held > room:
+        raise PromptTooLong(
+            f"the last message ({path[-1].role}) does not fit the context of {n_ctx} tokens: "
+            f"the window holding it is {held} tokens (room for {room})")
+
+
 def fit_prompt(prompts: PromptBuilder, path, settings: SamplingSettings, fingerprint: str) -> Prepared:
     """The prompt answering the last message of `path`, fitted to the context."""
     opening = prompts.generation_tokens(path)
     window = fit_path(prompts, path, budget(prompts.model.n_ctx, settings, opening))
+    check_window(window, path, prompts.model.n_ctx, budget(prompts.model.n_ctx, settings, opening))
     prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
     return Prepared(path, opening, window, prompt, window.key(fingerprint))
 

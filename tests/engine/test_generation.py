@@ -46,6 +46,21 @@ def test_message_longer_than_context_is_refused_and_nothing_written(open_engine)
     assert archive.count_messages() == before
 
 
+def test_a_last_message_that_is_no_question_and_too_long_is_refused_before_decoding(open_engine):
+    """An answer (or a tool's result) at the end of the path is kept whatever the window
+    leaves out; one longer than the context was sent to llama_decode, which failed."""
+    archive, engine = open_engine(n_ctx=512)
+    conv = archive.create_conversation("long")
+    asked = archive.add_message(conv.id, "user", "Say a lot.")
+    said = archive.add_message(conv.id, "assistant", "word " * 2000, parent_id=asked.id)
+    before = archive.count_messages()
+    with pytest.raises(PromptTooLong, match=r"last message \(assistant\).*context of 512"):
+        engine.answer(conv.id, said.id)
+    assert archive.count_messages() == before
+    # The engine goes on: a question that fits is answered.
+    assert engine.reply(conv.id, "Hi.").status == "complete"
+
+
 def test_long_conversation_leaves_out_oldest_turns(open_engine):
     archive, engine = open_engine(n_ctx=512, sampling=SamplingSettings(temperature=0, max_tokens=16))
     conv = archive.create_conversation("long", system_prompt="You are brief.")

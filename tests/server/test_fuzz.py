@@ -64,6 +64,22 @@ def short(case) -> None:
             case.body["max_tokens"] = LONGEST
 
 
+def test_found_a_last_message_too_long_for_the_context_was_decoded(fuzzed):
+    """Found by this fuzzing: a path ending in an answer longer than the context (here an
+    assistant message of tool calls) went to llama_decode, and the client got a 500."""
+    before = archive_counts(fuzzed.db)
+    calls = [{"id": f"call_{i}", "type": "function",
+              "function": {"name": f"tool_{i}", "arguments": "{\"x\": " + "9" * 80 + "}"}}
+             for i in range(12)]
+    body = {"messages": [{"role": "assistant", "content": None, "tool_calls": calls}],
+            "max_tokens": 4}
+    response = httpx.post(fuzzed.base + "/chat/completions", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {KEY}"})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert archive_counts(fuzzed.db) == before
+
+
 def check_error_shape(response) -> None:
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}, error
