@@ -68,8 +68,8 @@ TOOL = {"type": "object", "required": ["type", "function"], "properties": {
 RESPONSE_FORMAT = {"type": "object", "required": ["type"], "properties": {
     "type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
     "json_schema": {"type": "object", "required": ["name"], "properties": {
-        "name": {"type": "string", "minLength": 1}, "schema": OBJECT, "strict": BOOL,
-        "description": STRING}}}}
+        "name": {"type": "string", "minLength": 1}, "schema": OBJECT,
+        "strict": {**BOOL, "nullable": True}, "description": NULL_STRING}}}}
 TOOL_CHOICE = {"oneOf": [
     {"type": "string", "enum": ["none", "auto", "required"]},
     {"type": "object", "required": ["type", "function"], "properties": {

@@ -275,6 +275,10 @@ def test_health_is_open_and_paths_work_without_v1(server):
     ("response_format", {"type": "json_schema"}, "response_format.json_schema"),
     ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": 3}},
      "response_format.json_schema.schema"),
+    # found by the API's fuzzing: a json_schema beside type text was not read at all
+    ("response_format", {"type": "text", "json_schema": {"name": "x", "description": False}},
+     "response_format.json_schema.description"),
+    ("response_format", {"type": "json_object", "json_schema": 3}, "response_format.json_schema"),
     ("tool_choice", "required", "tool_choice"),
     ("tool_choice", {"type": "function", "function": {"name": "nope"}}, "tool_choice"),
     ("top_logprobs", 3, "top_logprobs"),
