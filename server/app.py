@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -34,6 +35,21 @@ from .tool_stream import ToolStream
 from .users import Keys
 
 log = logging.getLogger("chatdb.server")
+
+
+class AnyText(Convertor):
+    """A path parameter of any characters: Starlette's `path` stops at a newline (its regex
+    is `.*`), so a model name holding one was a 404 the API document does not give."""
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("any", AnyText())
 
 
 @dataclass
@@ -125,7 +141,7 @@ def build_app(turns, config: ServerConfig):
                    Route(f"{prefix}/embeddings", embeddings.route(config.embeddings, _json),
                          methods=["POST"]),
                    Route(f"{prefix}/models", models, methods=["GET"]),
-                   Route(f"{prefix}/models/{{name:path}}", model, methods=["GET"]),
+                   Route(f"{prefix}/models/{{name:any}}", model, methods=["GET"]),
                    Route(f"{prefix}/health", health, methods=["GET"]),
                    Route(f"{prefix}/stats", stats, methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={

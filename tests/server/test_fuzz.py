@@ -80,6 +80,16 @@ def test_found_a_last_message_too_long_for_the_context_was_decoded(fuzzed):
     assert archive_counts(fuzzed.db) == before
 
 
+@pytest.mark.parametrize("name", ["local-model", "org/some-model.gguf", "p%0Aq", "%F1%AF%B4%BA"])
+def test_found_a_model_name_with_a_newline_was_not_found(fuzzed, name):
+    """Found by bench/fuzz_api.py: any name is the model served, but one holding a newline
+    did not reach the route (a 404, which the document does not give)."""
+    response = httpx.get(f"{fuzzed.base}/models/{name}", timeout=60,
+                         headers={"authorization": f"Bearer {KEY}"})
+    assert response.status_code == 200, response.text
+    assert response.json()["object"] == "model"
+
+
 def check_error_shape(response) -> None:
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}, error
