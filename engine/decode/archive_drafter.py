@@ -18,11 +18,8 @@ again. Where nothing matches, a step costs a dict lookup and, at an indexed
 position, a binary search.
 """
 
-from collections import Counter
-
-import numpy as np
-
 from .archive_index import N, anchor_hash
+from .vote import vote
 
 N_MAX, N_MIN = 4, 2
 PER_KEY = 8               # positions kept per n-gram of the related answers
@@ -83,22 +80,6 @@ class Related:
 
 def _slice(source, start: int, count: int) -> list:
     return source.slice(start, count) if isinstance(source, Stored) else source[start:start + count]
-
-
-def vote(continuations: list, k: int) -> "tuple[list[int], list[int]]":
-    """The guess most continuations share, token by token (ties: the earliest), and the
-    indexes of those that agree with all of it."""
-    alive, guess = list(range(len(continuations))), []
-    for j in range(k):
-        counts = Counter(continuations[i][j] for i in alive if j < len(continuations[i]))
-        if not counts:
-            break
-        best = max(counts.values())
-        token = next(continuations[i][j] for i in alive
-                     if j < len(continuations[i]) and counts[continuations[i][j]] == best)
-        guess.append(token)
-        alive = [i for i in alive if j < len(continuations[i]) and continuations[i][j] == token]
-    return guess, alive
 
 
 class ArchiveDrafter:

@@ -1,12 +1,18 @@
 """Prompt-lookup drafting: guess the next tokens from earlier text of the conversation.
 
 When an answer quotes or edits something already in the path (a block of
-code, an earlier message), the tokens after the current n-gram's last
-earlier occurrence are likely next. Indexing is incremental: one dict
-update per n per token, and a draft is one dict lookup per n.
+code, an earlier message), the tokens after the current n-gram's earlier
+occurrences are likely next. The longest recent n-gram found wins; of its
+latest PER_KEY occurrences, the guess follows what most of them went on
+with (vote.py; ties: the latest): code and lists repeat short n-grams, and
+a model that repeats itself repeats its most frequent turn more often than
+its latest. Indexing is incremental: one dict update per n per token.
 """
 
+from .vote import vote
+
 N_MAX, N_MIN = 4, 2
+PER_KEY = 8   # occurrences kept per n-gram, the latest
 
 
 class LookupDrafter:
@@ -15,7 +21,8 @@ class LookupDrafter:
     def __init__(self, history=(), n_max: int = N_MAX, n_min: int = N_MIN):
         self.n_max, self.n_min = n_max, n_min
         self.tokens: list[int] = []
-        self.index: dict[tuple, int] = {}   # n-gram -> position just after its latest occurrence
+        # n-gram -> the positions just after its latest occurrences, oldest first
+        self.index: dict[tuple, list[int]] = {}
         for token in history:
             self.add(token)
 
@@ -26,7 +33,10 @@ class LookupDrafter:
         end = len(tokens) - 1
         for n in range(self.n_min, self.n_max + 1):
             if end >= n:
-                self.index[tuple(tokens[end - n:end])] = end
+                found = self.index.setdefault(tuple(tokens[end - n:end]), [])
+                found.append(end)
+                if len(found) > PER_KEY:
+                    del found[0]
 
     def propose(self, context: list[int], k: int) -> list[int]:
         """Up to k guesses after `context`, which only ever grows by accepted tokens."""
@@ -35,12 +45,12 @@ class LookupDrafter:
         return self.draft(k)
 
     def draft(self, k: int) -> list[int]:
-        """Up to k tokens that followed the longest recent n-gram earlier on."""
+        """Up to k tokens that most often followed the longest recent n-gram earlier on."""
         tokens = self.tokens
         for n in range(self.n_max, self.n_min - 1, -1):
             if len(tokens) < n:
                 continue
-            start = self.index.get(tuple(tokens[-n:]))
-            if start is not None and start < len(tokens):
-                return tokens[start: start + k]
+            found = self.index.get(tuple(tokens[-n:]))
+            if found:
+                return vote([tokens[start:start + k] for start in reversed(found)], k)[0]
         return []

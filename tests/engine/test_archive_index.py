@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from chatdb.archive import Archive
-from engine.decode.archive_drafter import ArchiveDrafter, vote
+from engine.decode.archive_drafter import ArchiveDrafter
+from engine.decode.vote import vote
 from engine.decode.archive_index import N, ArchiveIndex, anchor_hash
 
 TOK, OTHER = "tok-a", "tok-b"
