@@ -45,6 +45,7 @@ from engine.decode.modes import DraftMode
 from engine.kv.sources import common_prefix
 from engine.llama.sampling import SamplingSettings
 
+from replay import replayed
 from speculative_tasks import CODE, TASKS
 
 STORIES = ["a fox who learns to read", "a lighthouse keeper's daughter", "a clockmaker's last clock",
@@ -131,21 +132,6 @@ def best_guess(engine: Engine, tokens: list, n_prompt: int) -> float:
     drafter = Likeliest(likeliest(engine, tokens, n_prompt), n_prompt)
     run = DraftRun(DraftMode.MODEL, [("likeliest", drafter, Policies(costs.verify_cost))])
     return replayed(run, costs, tokens, n_prompt)
-
-
-def replayed(run, costs, tokens: list, n_prompt: int) -> float:
-    """Modelled speedup of a DraftRun on the answer `tokens[n_prompt:]`: single steps
-    against the passes its guesses would take."""
-    position, cost = n_prompt + 1, 0.0
-    while position < len(tokens):
-        drafts = run.guesses(tokens[:position], position, len(tokens) - position)
-        accepted = next((i for i, (g, t) in enumerate(zip(drafts, tokens[position:])) if g != t),
-                        len(drafts))
-        if drafts:
-            run.verified(len(drafts), accepted)
-        cost += costs.batch(len(drafts) + 1, position)
-        position += accepted + 1
-    return sum(costs.step(p) for p in range(n_prompt + 1, len(tokens))) / max(cost, 1e-9)
 
 
 class Likeliest:
