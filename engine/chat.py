@@ -46,7 +46,7 @@ from .machine.threads import ThreadTuner
 from .machine.tuning import Tuning
 from .prompt.chat_format import ChatFormat
 from .prompt.path_tokens import PathTokens, PromptBuilder, tokenizer_id
-from .prompt.prepared import Prepared, budget, check_question, fit_prompt
+from .prompt.prepared import Prepared, budget, check_question, check_window, fit_prompt
 from .prompt.tool_format import CallSyntax
 
 
@@ -266,6 +266,7 @@ class Engine:
         a long path stops (Cancelled) when `cancelled()` turns true."""
         self.prompts.stop_when(cancelled)
         fitted = fit_prompt(self.prompts, path, settings, self.fingerprint)
+        check_window(fitted, self.prompts.model.n_ctx, settings)
         if fitted.window.left_out:
             self.warn(f"the conversation is longer than the context: the oldest "
                       f"{fitted.window.left_out} messages after the system prompt are left out")

@@ -56,22 +56,21 @@ def check_question(prompts: PromptBuilder, path, settings: SamplingSettings) -> 
             f"fit the context of {n_ctx} tokens (room for {room})")
 
 
-def check_window(window: Window, path, n_ctx: int, room: int) -> None:
-    """PromptTooLong where the window is still longer than its `room`: the last message
-    (kept whatever is left out) does not fit with the system prompt. check_question says
-    so earlier, and better, for a question; this catches a path ending in anything else."""
-    held = sum(window.tokens.lengths)
+def check_window(prepared: Prepared, n_ctx: int, settings: SamplingSettings) -> None:
+    """PromptTooLong where the fitted window is still longer than its room: the last message,
+    which the window keeps whatever it leaves out, does not fit. check_question says so
+    earlier, and better, for a question; this catches a path ending in anything else."""
+    room, held = budget(n_ctx, settings, prepared.opening), prepared.question_end
     if held > room:
         raise PromptTooLong(
-            f"the last message ({path[-1].role}) does not fit the context of {n_ctx} tokens: "
-            f"the window holding it is {held} tokens (room for {room})")
+            f"the last message ({prepared.path[-1].role}) does not fit the context of {n_ctx} "
+            f"tokens: the window holding it is {held} tokens (room for {room})")
 
 
 def fit_prompt(prompts: PromptBuilder, path, settings: SamplingSettings, fingerprint: str) -> Prepared:
     """The prompt answering the last message of `path`, fitted to the context."""
     opening = prompts.generation_tokens(path)
     window = fit_path(prompts, path, budget(prompts.model.n_ctx, settings, opening))
-    check_window(window, path, prompts.model.n_ctx, budget(prompts.model.n_ctx, settings, opening))
     prompt = np.concatenate([window.tokens.flat(), np.asarray(opening, np.int32)])
     return Prepared(path, opening, window, prompt, window.key(fingerprint))
 

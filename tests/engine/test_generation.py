@@ -57,6 +57,12 @@ def test_a_last_message_that_is_no_question_and_too_long_is_refused_before_decod
     with pytest.raises(PromptTooLong, match=r"last message \(assistant\).*context of 512"):
         engine.answer(conv.id, said.id)
     assert archive.count_messages() == before
+    # What the console shows of a chat still reads its window (a question stored too long
+    # for this context, as after a smaller --ctx, is refused only when answered).
+    long_question = archive.add_message(conv.id, "user", "word " * 2000, parent_id=said.id)
+    assert engine.window_of(long_question.id) == (2, long_question.id)
+    with pytest.raises(PromptTooLong):
+        engine.answer(conv.id, long_question.id)
     # The engine goes on: a question that fits is answered.
     assert engine.reply(conv.id, "Hi.").status == "complete"
 
