@@ -2,7 +2,7 @@
 # chatdb on a machine with a GPU: `chatdb doctor`, the GPU suite (tests/gpu, as `make test-gpu`
 # runs it), the resume, speculative, archive-drafting, KV-layout, slot, serve-batching and
 # drafting, KV-budget and embedding tests, and the resume, decode, speculative (plain and from
-# the archive), serve (the server's drafting among it)
+# the archive, and prompt lookup's vote), serve (the server's drafting among it)
 # and KV-type benches (what q8_0 KV costs where flash attention is on anyway), and the device
 # against the CPU (bench/gpu_figures.py), ending with one table.
 #
@@ -91,6 +91,8 @@ checks() {
         tests/engine/test_archive_drafting.py
     step "bench: archive drafting" archive_drafting.txt $PY bench/speculative.py --archive \
         --repeat 2 --max-tokens 300 --questions 10
+    # Prompt lookup's vote against the latest occurrence alone, under the device's costs.
+    step "bench: lookup vote" lookup_vote.txt $PY bench/lookup_vote.py --seeds 2
     # chatdb serve: batching where it pays (a GPU), against the bare batched loop; drafting in
     # every slot, verified in the batched pass (a one-slot step costs little more per token
     # there, so the decode bench's 0.98x and the editing task's 1.3x are what to read).
@@ -141,7 +143,7 @@ esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 printf '\n%-34s %-6s %s\n' check result detail
 printf '%s\n' "${ROWS[@]}"
-for f in gpu_figures.txt decode.txt speculative.txt archive_drafting.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
+for f in gpu_figures.txt decode.txt speculative.txt archive_drafting.txt lookup_vote.txt resume.txt kv_types.txt serve.txt shared_pass.txt; do
     [ -f "$OUTDIR/$f" ] && { echo; echo "== $f"; grep -v '^\s*$' "$OUTDIR/$f" | tail -14; }
 done
 ! printf '%s\n' "${ROWS[@]}" | grep -q ' FAIL '
