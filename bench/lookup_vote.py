@@ -24,12 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 from chatdb.archive import Archive  # noqa: E402
 from engine.chat import Engine  # noqa: E402
-from engine.decode.drafting import DraftRun, Policies  # noqa: E402
 from engine.decode.lookup import LookupDrafter  # noqa: E402
-from engine.decode.modes import DraftMode  # noqa: E402
 from engine.llama.sampling import SamplingSettings  # noqa: E402
 
-from replay import replayed  # noqa: E402
+from replay import replayed_alone  # noqa: E402
 from speculative_archive import CODE_REQUESTS  # noqa: E402
 from speculative_tasks import TASKS  # noqa: E402
 
@@ -38,18 +36,8 @@ class LatestOnly(LookupDrafter):
     """The baseline: the tokens after the n-gram's latest occurrence alone."""
 
     def draft(self, k: int) -> list[int]:
-        tokens = self.tokens
-        for n in range(self.n_max, self.n_min - 1, -1):
-            found = self.index.get(tuple(tokens[-n:])) if len(tokens) >= n else None
-            if found:
-                return tokens[found[-1]:found[-1] + k]
-        return []
-
-
-def modelled(drafter_class, tokens: list, n_prompt: int, costs) -> float:
-    run = DraftRun(DraftMode.LOOKUP, [("lookup", drafter_class(tokens[:n_prompt]),
-                                       Policies(costs.verify_cost))])
-    return replayed(run, costs, tokens, n_prompt)
+        found = self.occurrences()
+        return self.tokens[found[-1]:found[-1] + k] if found else []
 
 
 def answered(engine: Engine, archive: Archive, turns, settings) -> "tuple[list, int]":
@@ -83,8 +71,9 @@ def main() -> None:
                     settings = SamplingSettings(temperature=temperature, seed=seed,
                                                 max_tokens=args.max_tokens)
                     tokens, n_prompt = answered(engine, archive, turns, settings)
-                    pairs.append((modelled(LatestOnly, tokens, n_prompt, costs),
-                                  modelled(LookupDrafter, tokens, n_prompt, costs)))
+                    pairs.append(tuple(replayed_alone(drafter(tokens[:n_prompt]), costs, tokens,
+                                                      n_prompt)
+                                       for drafter in (LatestOnly, LookupDrafter)))
                 rows.append((name, temperature, pairs))
         engine.close()
     print("\nPrompt lookup replayed on plain answers: modelled speedup against --draft off, "

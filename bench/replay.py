@@ -7,6 +7,9 @@ each pass costs what the engine's cost model says. No timing: how much of the an
 drafters could have guessed, apart from the noise of a run.
 """
 
+from engine.decode.drafting import DraftRun, Policies
+from engine.decode.modes import DraftMode
+
 
 def replayed(run, costs, tokens: list, n_prompt: int) -> float:
     """Modelled speedup of a DraftRun (engine.decode.drafting) on the answer
@@ -21,3 +24,11 @@ def replayed(run, costs, tokens: list, n_prompt: int) -> float:
         cost += costs.batch(len(drafts) + 1, position)
         position += accepted + 1
     return sum(costs.step(p) for p in range(n_prompt + 1, len(tokens))) / max(cost, 1e-9)
+
+
+
+def replayed_alone(drafter, costs, tokens: list, n_prompt: int, name: str = "lookup",
+                   mode: DraftMode = DraftMode.LOOKUP) -> float:
+    """The same for one drafter, under a draft policy of its own by `costs`' verify cost."""
+    run = DraftRun(mode, [(name, drafter, Policies(costs.verify_cost))])
+    return replayed(run, costs, tokens, n_prompt)

@@ -30,13 +30,11 @@ sys.path.insert(0, str(ROOT))
 
 from chatdb.archive import Archive  # noqa: E402
 from engine.chat import Engine  # noqa: E402
-from engine.decode.drafting import DraftRun, Policies  # noqa: E402
 from engine.decode.lookup import LookupDrafter  # noqa: E402
-from engine.decode.modes import DraftMode  # noqa: E402
 from engine.kv.sources import common_prefix  # noqa: E402
 from engine.llama.sampling import SamplingSettings  # noqa: E402
 
-from replay import replayed  # noqa: E402
+from replay import replayed_alone  # noqa: E402
 from speculative_tasks import TASKS  # noqa: E402
 
 
@@ -59,9 +57,7 @@ def ceiling(tokens: list[int], n_prompt: int, costs) -> float:
     """Modelled speedup of lookup drafting had the answer followed the plain one exactly
     (replay.py: prompt lookup under its policy, watched guesses and all). It separates what
     the model's own text allows from what numeric near-ties (the `same` column) change."""
-    lookup = DraftRun(DraftMode.LOOKUP, [("lookup", LookupDrafter(tokens[:n_prompt]),
-                                          Policies(costs.verify_cost))])
-    return replayed(lookup, costs, tokens, n_prompt)
+    return replayed_alone(LookupDrafter(tokens[:n_prompt]), costs, tokens, n_prompt)
 
 
 def main() -> None:

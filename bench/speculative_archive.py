@@ -40,12 +40,11 @@ import numpy as np
 
 from chatdb.archive import Archive
 from engine.chat import Engine
-from engine.decode.drafting import DraftRun, Policies
 from engine.decode.modes import DraftMode
 from engine.kv.sources import common_prefix
 from engine.llama.sampling import SamplingSettings
 
-from replay import replayed
+from replay import replayed, replayed_alone
 from speculative_tasks import CODE, TASKS
 
 STORIES = ["a fox who learns to read", "a lighthouse keeper's daughter", "a clockmaker's last clock",
@@ -130,8 +129,7 @@ def best_guess(engine: Engine, tokens: list, n_prompt: int) -> float:
     `tokens[n_prompt:]`, under one draft policy by the same cost model."""
     costs = engine.tuning.costs()
     drafter = Likeliest(likeliest(engine, tokens, n_prompt), n_prompt)
-    run = DraftRun(DraftMode.MODEL, [("likeliest", drafter, Policies(costs.verify_cost))])
-    return replayed(run, costs, tokens, n_prompt)
+    return replayed_alone(drafter, costs, tokens, n_prompt, "likeliest", DraftMode.MODEL)
 
 
 class Likeliest:

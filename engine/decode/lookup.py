@@ -46,11 +46,15 @@ class LookupDrafter:
 
     def draft(self, k: int) -> list[int]:
         """Up to k tokens that most often followed the longest recent n-gram earlier on."""
+        found = self.occurrences()
+        return vote([self.tokens[start:start + k] for start in reversed(found)], k)[0]
+
+    def occurrences(self) -> list[int]:
+        """Where the longest recent n-gram found occurred before: the positions just after its
+        latest occurrences, oldest first (none: [])."""
         tokens = self.tokens
         for n in range(self.n_max, self.n_min - 1, -1):
-            if len(tokens) < n:
-                continue
-            found = self.index.get(tuple(tokens[-n:]))
+            found = self.index.get(tuple(tokens[-n:])) if len(tokens) >= n else None
             if found:
-                return vote([tokens[start:start + k] for start in reversed(found)], k)[0]
+                return found
         return []
